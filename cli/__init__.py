@@ -1,0 +1,1 @@
+"""The ``jobi-tf`` command-line application (installed as ``jobi_tf.cli``)."""

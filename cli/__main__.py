@@ -1,0 +1,5 @@
+"""``python -m jobi_tf.cli`` runs the ``jobi-tf`` command."""
+
+from jobi_tf.cli.main import main
+
+main()

@@ -1,0 +1,44 @@
+"""Map library errors to click's one-line errors and exit codes.
+
+``ConfigError`` (a bad flag value) becomes a usage error, exit 2, naming the flag; every
+other ``JobiError`` becomes ``Error: <one line>``, exit 1. With ``--debug`` the original
+exception propagates with its traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from collections.abc import Callable
+
+import click
+
+from jobi_tf.errors import ConfigError, JobiError
+
+__all__ = ["reports_errors", "progress_to_stderr"]
+
+
+def reports_errors(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            raise click.UsageError(str(exc), ctx=ctx) from None
+        except JobiError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def progress_to_stderr():
+    """Keras writes progress bars to stdout; keep stdout for results only."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield

@@ -1,0 +1,37 @@
+"""``jobi-tf evaluate RUN_DIR``: recompute filtered metrics from a run folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import click
+
+from jobi_tf.cli._errors import progress_to_stderr, reports_errors
+from jobi_tf.cli.options import eval_options
+from jobi_tf.config import EvalConfig
+
+__all__ = ["evaluate"]
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
+@click.option("--tails-only", is_flag=True, help="Rank tails only (the paper's comparison with TypeComplex).")
+@click.option("--per-relation/--no-per-relation", default=False, show_default=True,
+              help="Include the per-relation breakdown.")
+@eval_options
+@click.pass_context
+@reports_errors
+def evaluate(ctx: click.Context, run_dir: str, split: str, tails_only: bool, per_relation: bool, **flags) -> None:
+    """Print MRR and Hits@1/3/10 (overall, head, tail) of RUN_DIR's best weights as JSON."""
+    eval_cfg = EvalConfig(**flags)
+    from jobi_tf.training import load_run  # imports TensorFlow
+
+    with progress_to_stderr():
+        _, model, evaluator = load_run(run_dir)
+        evaluator.cfg = dataclasses.replace(evaluator.cfg, **dataclasses.asdict(eval_cfg))
+        metrics = evaluator.evaluate(model, split, tails_only=tails_only, progress=not ctx.obj["quiet"])
+    if not per_relation:
+        metrics.pop("per_relation")
+    click.echo(json.dumps({"split": split, **metrics}))

@@ -1,0 +1,102 @@
+"""``jobi-tf train``: flags → `RunConfig` → `jobi_tf.training.train` → metrics on stdout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from jobi_tf.cli._errors import progress_to_stderr, reports_errors
+from jobi_tf.cli.options import eval_options
+from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+
+__all__ = ["train"]
+
+
+def _default_out(cfg: RunConfig) -> Path:
+    source = cfg.data.dataset or Path(cfg.data.data_dir).name
+    kind = "jobi" if cfg.model.joint else "base"
+    return Path("runs") / f"{source}-{cfg.model.model}-{kind}-p{cfg.sampler.p:g}-seed{cfg.seed}"
+
+
+@click.command()
+@click.option("--dataset", default=None, metavar="NAME",
+              help="fb15k-237, fb15k, wn18rr, yago3-10, kinship, umls, nations, or synthetic "
+                   "(the default when --data-dir is not given either).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder with train.txt, valid.txt, test.txt; with --dataset, its offline local copy.")
+@click.option("--model", type=click.Choice(["complex", "distmult", "simple"]), default="complex", show_default=True)
+@click.option("--dim", type=int, default=200, show_default=True,
+              help="Components per part (ComplEx 200 = 200 real + 200 imaginary).")
+@click.option("--batch-size", type=int, default=500, show_default=True, help="Positive triples per step.")
+@click.option("--neg", type=int, default=50, show_default=True, help="Negatives per positive.")
+@click.option("--p", "p", type=float, default=0.0, show_default=True,
+              help="Probability of drawing a negative from the relation's training heads/tails (biased).")
+@click.option("--joint/--no-joint", default=False, show_default=True, help="Add JoBi's pair head.")
+@click.option("--alpha", type=float, default=0.5, show_default=True, help="Weight of the pair loss.")
+@click.option("--loss", type=click.Choice(["sampled-softmax", "full-softmax"]), default="sampled-softmax",
+              show_default=True)
+@click.option("--shared-negatives", type=int, default=0, show_default=True, metavar="C",
+              help="Share the uniform negatives within chunks of C positives (0 = per triple).")
+@click.option("--optimizer", type=click.Choice(["adam", "adagrad"]), default="adam", show_default=True)
+@click.option("--lr", type=float, default=0.001, show_default=True, help="Learning rate.")
+@click.option("--epochs", type=int, default=200, show_default=True, help="Maximum epochs.")
+@click.option("--eval-every", type=int, default=5, show_default=True, help="Validate every N epochs.")
+@click.option("--patience", type=int, default=3, show_default=True,
+              help="Stop after this many validations without better validation Hits@10.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--jit/--no-jit", default=True, show_default=True, help="Compile the train step with XLA.")
+@click.option("--synthetic-entities", type=int, default=2000, show_default=True)
+@click.option("--synthetic-relations", type=int, default=24, show_default=True)
+@click.option("--synthetic-triples", type=int, default=40000, show_default=True)
+@eval_options
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run folder (rerun the same command to resume). Default: runs/<dataset>-<model>-...")
+@click.pass_context
+@reports_errors
+def train(ctx: click.Context, **flags) -> None:
+    """Train JoBi (--joint --p 0.3) or a baseline, then print test metrics as JSON.
+
+    Example: jobi-tf train --dataset fb15k-237 --joint --p 0.3
+    """
+    cfg = RunConfig(
+        data=DataConfig(
+            dataset=flags["dataset"] or (None if flags["data_dir"] else "synthetic"),
+            data_dir=flags["data_dir"],
+            synthetic_entities=flags["synthetic_entities"],
+            synthetic_relations=flags["synthetic_relations"],
+            synthetic_triples=flags["synthetic_triples"],
+        ),
+        sampler=SamplerConfig(
+            batch_size=flags["batch_size"], neg=flags["neg"], p=flags["p"], shared_negatives=flags["shared_negatives"]
+        ),
+        model=ModelConfig(model=flags["model"], dim=flags["dim"], joint=flags["joint"]),
+        train=TrainConfig(
+            loss=flags["loss"],
+            alpha=flags["alpha"],
+            lr=flags["lr"],
+            optimizer=flags["optimizer"],
+            epochs=flags["epochs"],
+            eval_every=flags["eval_every"],
+            patience=flags["patience"],
+            jit_compile=flags["jit"],
+        ),
+        eval=EvalConfig(
+            eval_batch_size=flags["eval_batch_size"], chunk_size=flags["chunk_size"], rank_type=flags["rank_type"]
+        ),
+        seed=flags["seed"],
+    )
+    out = Path(flags["out"]) if flags["out"] else _default_out(cfg)
+    from jobi_tf.training import train as run_training  # imports TensorFlow
+
+    with progress_to_stderr():
+        result = run_training(cfg, out, verbose=0 if ctx.obj["quiet"] else None)
+    summary = {
+        "run_dir": str(result.run_dir),
+        "test": {k: result.metrics["test"][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")},
+        "valid": {k: result.metrics["valid"][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")},
+        "epochs": result.metrics["epochs"],
+        "train_seconds": result.metrics["train_seconds"],
+    }
+    click.echo(json.dumps(summary))

@@ -1,0 +1,218 @@
+"""Frozen configuration objects, one per stage, composed into `RunConfig`.
+
+Field names are the CLI flag names (``batch_size`` ↔ ``--batch-size``), so a bad value is
+reported as the flag the user typed. Defaults are the paper's and its code's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from jobi_tf.errors import ConfigError
+
+__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "RunConfig"]
+
+MODELS = ("distmult", "complex", "simple")
+LOSSES = ("sampled-softmax", "full-softmax")
+OPTIMIZERS = ("adam", "adagrad")
+RANK_TYPES = ("optimistic", "realistic", "pessimistic")
+
+
+def _positive_int(field: str, value: int, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(field, f"must be an integer >= {minimum}. Received: {value!r}")
+
+
+def _probability(field: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ConfigError(field, f"must be a number in [0, 1]. Received: {value!r}")
+
+
+def _positive_float(field: str, value: float, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > 0 or (allow_zero and value == 0))
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(field, f"must be a finite number {bound}. Received: {value!r}")
+
+
+def _choice(field: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(field, f"must be one of {', '.join(choices)}. Received: {value!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Where triples come from: a named dataset, a folder, or the synthetic generator.
+
+    Attributes:
+        dataset: a registered name (``fb15k-237``, ``wn18rr``, ..., ``synthetic``), or None
+            when ``data_dir`` is given.
+        data_dir: a folder with ``train.txt``, ``valid.txt``, ``test.txt``; with a named
+            benchmark it is used as the offline manual copy.
+        synthetic_*: size of the synthetic typed KG.
+    """
+
+    dataset: str | None = "synthetic"
+    data_dir: str | None = None
+    synthetic_entities: int = 2000
+    synthetic_relations: int = 24
+    synthetic_triples: int = 40000
+    synthetic_types: int = 6
+
+    def __post_init__(self) -> None:
+        if self.dataset is None and self.data_dir is None:
+            raise ConfigError("dataset", "give --dataset NAME or --data-dir FOLDER")
+        _positive_int("synthetic_entities", self.synthetic_entities, 10)
+        _positive_int("synthetic_relations", self.synthetic_relations)
+        _positive_int("synthetic_triples", self.synthetic_triples, 100)
+        _positive_int("synthetic_types", self.synthetic_types)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SamplerConfig:
+    """How negatives are drawn.
+
+    Attributes:
+        batch_size: positives per step (global, across replicas).
+        neg: negatives per positive.
+        p: probability that a negative's replacement entity comes from the relation's
+            training heads/tails instead of all entities (0 = uniform negatives).
+        shared_negatives: 0 for per-triple negatives (the paper's semantics); C > 0 shares
+            the uniform negatives within chunks of C positives, which turns the scoring of
+            those negatives into a matmul. Biased negatives stay per triple.
+    """
+
+    batch_size: int = 500
+    neg: int = 50
+    p: float = 0.0
+    shared_negatives: int = 0
+
+    def __post_init__(self) -> None:
+        _positive_int("batch_size", self.batch_size)
+        _positive_int("neg", self.neg)
+        _probability("p", self.p)
+        _positive_int("shared_negatives", self.shared_negatives, 0)
+        if self.shared_negatives and self.batch_size % self.shared_negatives:
+            raise ConfigError(
+                "shared_negatives",
+                f"must divide --batch-size {self.batch_size}. Received: {self.shared_negatives}",
+            )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """The scorer and the JoBi heads.
+
+    Attributes:
+        model: ``distmult``, ``complex`` or ``simple``.
+        dim: components per part (ComplEx 200 = 200 real + 200 imaginary).
+        joint: add the pair head (JoBi); False is the plain baseline.
+    """
+
+    model: str = "complex"
+    dim: int = 200
+    joint: bool = False
+
+    def __post_init__(self) -> None:
+        _choice("model", self.model, MODELS)
+        _positive_int("dim", self.dim)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Loss, optimiser and schedule.
+
+    Attributes:
+        loss: ``sampled-softmax`` (NLL of a softmax over the positive and its negatives) or
+            ``full-softmax`` (1-vs-all over every entity, paper appendix D).
+        alpha: weight of the pair loss (only with ``joint``).
+        lr: Adam learning rate.
+        epochs: upper bound; early stopping usually ends sooner.
+        eval_every: validate (and checkpoint) every this many epochs.
+        patience: stop after this many validations without a better validation Hits@10.
+        jit_compile: compile the train step with XLA (explicit, never Keras's "auto").
+    """
+
+    loss: str = "sampled-softmax"
+    alpha: float = 0.5
+    lr: float = 0.001
+    optimizer: str = "adam"
+    epochs: int = 200
+    eval_every: int = 5
+    patience: int = 3
+    jit_compile: bool = True
+
+    def __post_init__(self) -> None:
+        _choice("loss", self.loss, LOSSES)
+        _positive_float("alpha", self.alpha, allow_zero=True)
+        _positive_float("lr", self.lr)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _positive_int("epochs", self.epochs)
+        _positive_int("eval_every", self.eval_every)
+        _positive_int("patience", self.patience)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalConfig:
+    """Filtered ranking.
+
+    Attributes:
+        eval_batch_size: queries scored per matmul.
+        chunk_size: entities per score block; bounds memory at
+            ``eval_batch_size * chunk_size`` floats.
+        rank_type: how ties count; ``realistic`` is the mean of optimistic and pessimistic.
+    """
+
+    eval_batch_size: int = 1000
+    chunk_size: int = 100_000
+    rank_type: str = "realistic"
+
+    def __post_init__(self) -> None:
+        _positive_int("eval_batch_size", self.eval_batch_size)
+        _positive_int("chunk_size", self.chunk_size)
+        _choice("rank_type", self.rank_type, RANK_TYPES)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One training run; saved as ``config.json`` in the run folder and compared on resume."""
+
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    sampler: SamplerConfig = dataclasses.field(default_factory=SamplerConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _positive_int("seed", self.seed, 0)
+        if self.train.loss == "full-softmax" and self.sampler.shared_negatives:
+            raise ConfigError("shared_negatives", "has no meaning with --loss full-softmax")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        parts = {
+            "data": DataConfig,
+            "sampler": SamplerConfig,
+            "model": ModelConfig,
+            "train": TrainConfig,
+            "eval": EvalConfig,
+        }
+        return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in parts.items()})
+
+    def training_identity(self) -> dict[str, Any]:
+        """The fields that must match to resume a run (evaluation settings may change)."""
+        d = self.to_dict()
+        d.pop("eval")
+        d["train"].pop("epochs")
+        d["train"].pop("patience")
+        return d

@@ -1,0 +1,1 @@
+"""Dataset files → vocabularies → integer index arrays (all NumPy, no TensorFlow)."""

@@ -1,0 +1,194 @@
+"""Everything derived from integer triples, computed once in NumPy.
+
+`KGIndex` holds the id-encoded splits plus the lookup structures training and evaluation
+need, all as flat arrays so they become constant tensors without Python dicts:
+
+* per relation, the sorted distinct *training* heads and tails, in CSR form
+  (``offsets[r]:offsets[r + 1]`` slices ``values``): the pools biased negatives are drawn
+  from, and the membership test behind pair labels;
+* the known-facts filter over train + valid + test, as CSR over the query key
+  ``h * R + r`` (tails) and ``t * R + r`` (heads): what filtered ranking removes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+
+from jobi_tf.data.vocab import Vocab
+from jobi_tf.errors import DatasetFormatError
+from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
+
+__all__ = ["CSR", "KGIndex", "build_index"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class CSR:
+    """Sorted groups of ids: group ``g`` is ``values[offsets[g]:offsets[g + 1]]``.
+
+    Attributes:
+        keys: int64 ``(G,)``, sorted group keys (for a relation pool, ``arange(R)``).
+        offsets: int64 ``(G + 1,)``.
+        values: int32 ``(V,)``, sorted within each group.
+    """
+
+    keys: np.ndarray
+    offsets: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def from_pairs(cls, keys: np.ndarray, values: np.ndarray, dense_groups: int | None = None) -> CSR:
+        """Group distinct ``(key, value)`` pairs by key.
+
+        With ``dense_groups=G`` the keys are ``0..G-1`` and empty groups are kept, so that
+        ``offsets`` can be indexed by the key directly.
+        """
+        pairs = np.unique(np.stack([keys.astype(np.int64), values.astype(np.int64)], axis=1), axis=0)
+        if dense_groups is not None:
+            counts = np.bincount(pairs[:, 0], minlength=dense_groups)
+            group_keys = np.arange(dense_groups, dtype=np.int64)
+        else:
+            group_keys, counts = np.unique(pairs[:, 0], return_counts=True)
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return cls(group_keys.astype(np.int64), offsets, pairs[:, 1].astype(np.int32))
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def lookup(self, query_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All values of each query key, flattened.
+
+        Returns:
+            ``(rows, values)``: int64 ``(M,)`` index of the query each value belongs to, and
+            int32 ``(M,)`` the values; queries whose key is absent contribute nothing.
+        """
+        query_keys = np.asarray(query_keys, dtype=np.int64)
+        pos = np.searchsorted(self.keys, query_keys)
+        pos_clipped = np.minimum(pos, len(self.keys) - 1)
+        hit = self.keys[pos_clipped] == query_keys
+        starts = np.where(hit, self.offsets[pos_clipped], 0)
+        counts = np.where(hit, self.offsets[pos_clipped + 1] - self.offsets[pos_clipped], 0)
+        rows = np.repeat(np.arange(len(query_keys)), counts)
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        return rows, self.values[np.repeat(starts, counts) + within]
+
+    def membership_keys(self, num_values: int) -> np.ndarray:
+        """Sorted int64 ``key * num_values + value`` of every pair, for vectorised ``in`` tests."""
+        group_of = np.repeat(self.keys, self.sizes())
+        return group_of * np.int64(num_values) + self.values
+
+
+@dataclasses.dataclass(frozen=True)
+class KGIndex:
+    """Id-encoded splits and the lookup structures derived from them.
+
+    Attributes:
+        num_entities, num_relations: vocabulary sizes (over all splits).
+        train, valid, test: int32 ``(N, 3)`` (head, relation, tail) ids.
+        train_heads, train_tails: `CSR` over relation ids of the entities seen as head
+            (tail) of each relation in *train*: biased-negative pools and pair labels.
+        known_tails: `CSR` keyed by ``h * R + r`` of every true tail in train+valid+test.
+        known_heads: `CSR` keyed by ``t * R + r`` of every true head in train+valid+test.
+    """
+
+    num_entities: int
+    num_relations: int
+    train: np.ndarray
+    valid: np.ndarray
+    test: np.ndarray
+    train_heads: CSR
+    train_tails: CSR
+    known_tails: CSR
+    known_heads: CSR
+
+    @classmethod
+    def from_ids(cls, splits: dict[str, np.ndarray], num_entities: int, num_relations: int) -> KGIndex:
+        """Build every lookup structure from id-encoded splits."""
+        train = splits["train"].astype(np.int32)
+        r = num_relations
+        everything = np.concatenate([splits[s] for s in SPLITS]).astype(np.int64)
+        return cls(
+            num_entities=num_entities,
+            num_relations=num_relations,
+            train=train,
+            valid=splits["valid"].astype(np.int32),
+            test=splits["test"].astype(np.int32),
+            train_heads=CSR.from_pairs(train[:, RELATION], train[:, HEAD], dense_groups=r),
+            train_tails=CSR.from_pairs(train[:, RELATION], train[:, TAIL], dense_groups=r),
+            known_tails=CSR.from_pairs(everything[:, HEAD] * r + everything[:, RELATION], everything[:, TAIL]),
+            known_heads=CSR.from_pairs(everything[:, TAIL] * r + everything[:, RELATION], everything[:, HEAD]),
+        )
+
+    def split(self, name: str) -> np.ndarray:
+        if name not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}. Received: split={name!r}")
+        return getattr(self, name)
+
+    def pair_labels(self, relations: np.ndarray, entities: np.ndarray, corrupt_tail: np.ndarray) -> np.ndarray:
+        """NumPy reference of the pair label of a corrupted triple (float32, same shape).
+
+        1 when the substituted entity was seen in that slot of that relation in train: for a
+        corrupted tail, ``entity in train_tails[relation]``; for a head, ``in train_heads``.
+        """
+        e = np.int64(self.num_entities)
+        key = np.asarray(relations, np.int64) * e + np.asarray(entities, np.int64)
+        out = np.where(
+            corrupt_tail,
+            np.isin(key, self.train_tails.membership_keys(self.num_entities)),
+            np.isin(key, self.train_heads.membership_keys(self.num_entities)),
+        )
+        return out.astype(np.float32)
+
+
+def build_index(splits: dict[str, np.ndarray], source: str = "dataset") -> tuple[Vocab, Vocab, KGIndex]:
+    """Vocabularies over all splits (as the paper's code does) and the `KGIndex`.
+
+    Args:
+        splits: ``{"train", "valid", "test"}`` string arrays of shape ``(N, 3)``.
+        source: name used in messages.
+
+    Returns:
+        ``(entity_vocab, relation_vocab, index)``.
+    """
+    for split in SPLITS:
+        if len(splits[split]) == 0:
+            raise DatasetFormatError(f"{source}/{split}", "split is empty")
+    entities = Vocab.from_labels(np.concatenate([splits[s][:, [HEAD, TAIL]].ravel() for s in SPLITS]))
+    relations = Vocab.from_labels(np.concatenate([splits[s][:, RELATION] for s in SPLITS]))
+    ids = {
+        s: np.stack(
+            [
+                entities.encode(splits[s][:, HEAD]),
+                relations.encode(splits[s][:, RELATION]),
+                entities.encode(splits[s][:, TAIL]),
+            ],
+            axis=1,
+        )
+        for s in SPLITS
+    }
+    index = KGIndex.from_ids(ids, len(entities), len(relations))
+    _warn_unseen(index, source)
+    return entities, relations, index
+
+
+def _warn_unseen(index: KGIndex, source: str) -> None:
+    """Entities or relations absent from train keep their initial embeddings: say how many."""
+    seen = np.zeros(index.num_entities, dtype=bool)
+    seen[index.train[:, [HEAD, TAIL]].ravel()] = True
+    for split in ("valid", "test"):
+        triples = index.split(split)
+        unseen = np.unique(triples[:, [HEAD, TAIL]].ravel()[~seen[triples[:, [HEAD, TAIL]].ravel()]])
+        if len(unseen):
+            affected = int((~seen[triples[:, HEAD]] | ~seen[triples[:, TAIL]]).sum())
+            logger.warning(
+                "%s/%s: %d entities never seen in train (%d triples affected); they are ranked with untrained embeddings",
+                source, split, len(unseen), affected,
+            )
+        rel_seen = np.isin(triples[:, RELATION], index.train[:, RELATION])
+        if not rel_seen.all():
+            logger.warning("%s/%s: %d triples use a relation never seen in train", source, split, int((~rel_seen).sum()))

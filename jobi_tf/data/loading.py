@@ -1,0 +1,49 @@
+"""Resolve a `DataConfig` to string splits: synthetic, a folder, or a named benchmark."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from jobi_tf.config import DataConfig
+from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg
+from jobi_tf.data.triples import read_split_folder
+
+__all__ = ["load_splits", "LOCAL_COPIES_ENV"]
+
+logger = logging.getLogger(__name__)
+
+#: A folder holding local copies of benchmarks as ``<name>/{train,valid,test}.txt``.
+LOCAL_COPIES_ENV = "JOBI_TF_DATA_DIR"
+
+
+def load_splits(cfg: DataConfig, seed: int = 0) -> tuple[dict[str, np.ndarray], str]:
+    """``({"train", "valid", "test"}: (N, 3) str arrays, source name)`` for a data config.
+
+    * ``dataset="synthetic"``: the typed generator, sized by ``cfg.synthetic_*`` and ``seed``.
+    * ``data_dir`` without ``dataset``: the folder's ``train.txt``, ``valid.txt``, ``test.txt``.
+    * a benchmark name: its TensorFlow-Datasets builder, which downloads the public files,
+      or works offline from ``data_dir`` (or ``$JOBI_TF_DATA_DIR/<name>``) when given.
+    """
+    if cfg.dataset == "synthetic":
+        spec = SyntheticSpec(
+            num_entities=cfg.synthetic_entities,
+            num_relations=cfg.synthetic_relations,
+            num_triples=cfg.synthetic_triples,
+            num_types=cfg.synthetic_types,
+            seed=seed,
+        )
+        return make_typed_kg(spec), "synthetic"
+    if cfg.dataset is None:
+        return read_split_folder(cfg.data_dir), str(cfg.data_dir)
+    from jobi_tf import datasets  # imports TensorFlow Datasets only when a name is used
+
+    manual = cfg.data_dir
+    local_root = os.environ.get(LOCAL_COPIES_ENV)
+    if manual is None and local_root and (Path(local_root) / cfg.dataset / "train.txt").is_file():
+        manual = str(Path(local_root) / cfg.dataset)
+        logger.info("using the local copy of %s in %s", cfg.dataset, manual)
+    return datasets.load_named(cfg.dataset, manual_dir=manual), cfg.dataset

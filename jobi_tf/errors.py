@@ -1,0 +1,53 @@
+"""Exceptions raised for expected failures.
+
+Every message is one line that says *where* (file:line, flag or signature), *what* went
+wrong and, when it helps, what to do. The CLI turns any `JobiError` into a one-line
+`Error: ...` and exit code 1; the library never calls `sys.exit`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "JobiError",
+    "DatasetFormatError",
+    "ConfigError",
+    "CheckpointMismatchError",
+    "ExportError",
+]
+
+
+class JobiError(Exception):
+    """Base class of every error the user can cause and fix."""
+
+
+class DatasetFormatError(JobiError):
+    """A dataset file is missing, empty or malformed.
+
+    Args:
+        path: the file (or folder) at fault.
+        line: 1-based line number, or None when the problem is the whole file.
+        message: what is wrong there.
+    """
+
+    def __init__(self, path: object, message: str, line: int | None = None) -> None:
+        self.path = str(path)
+        self.line = line
+        where = self.path if line is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {message}")
+
+
+class ConfigError(JobiError):
+    """A configuration field (and so the CLI flag of the same name) has a bad value."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        flag = "--" + field.replace("_", "-")
+        super().__init__(f"{flag}: {message}")
+
+
+class CheckpointMismatchError(JobiError):
+    """A run folder holds a run whose configuration differs from the requested one."""
+
+
+class ExportError(JobiError):
+    """An export could not be written or read back."""

@@ -1,0 +1,174 @@
+"""Filtered link-prediction ranking (the paper's protocol), batched and chunked.
+
+Every evaluation triple ``(h, r, t)`` is ranked twice: ``t`` against ``(h, r, e)`` for every
+entity ``e`` (tail query) and ``h`` against ``(e, r, t)`` (head query). Candidates that form
+a known fact (train, valid or test) other than the one ranked are removed ("filtered",
+Bordes et al., 2013).
+
+How: queries are scored ``eval_batch_size`` at a time against blocks of ``chunk_size``
+entities with one matmul (every bilinear score is ``<query, entity row>``, see
+`jobi_tf.models.scorers`); the known facts of the batch falling in the block are set to
+``-inf`` there, and the entities scoring above / equal to the true one are counted. Memory
+is bounded by ``eval_batch_size * chunk_size`` floats, whatever the graph's size.
+
+Ties: ``optimistic = 1 + #greater``, ``pessimistic = 1 + #greater + #equal``, and the
+default ``realistic`` rank is their mean (as PyKEEN and LibKGE report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from jobi_tf.config import EvalConfig
+from jobi_tf.data.index import CSR, KGIndex
+from jobi_tf.types import HEAD, RELATION, TAIL
+
+__all__ = ["Ranks", "rank_metrics", "FilteredEvaluator"]
+
+logger = logging.getLogger(__name__)
+
+HITS_AT = (1, 3, 10)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranks:
+    """Ranks of one evaluation run, one entry per query.
+
+    Attributes:
+        optimistic, pessimistic: float64 ``(Q,)`` ranks (1 = best).
+        tail_query: bool ``(Q,)``, True where the query asked for the tail.
+        relations: int32 ``(Q,)`` relation of each query.
+    """
+
+    optimistic: np.ndarray
+    pessimistic: np.ndarray
+    tail_query: np.ndarray
+    relations: np.ndarray
+
+    def get(self, rank_type: str = "realistic") -> np.ndarray:
+        if rank_type == "realistic":
+            return (self.optimistic + self.pessimistic) / 2.0
+        return getattr(self, rank_type)
+
+
+def rank_metrics(ranks: np.ndarray) -> dict[str, float]:
+    """MRR, Hits@1/3/10 and mean rank of an array of ranks."""
+    ranks = np.asarray(ranks, dtype=np.float64)
+    out = {"mrr": float(np.mean(1.0 / ranks)) if len(ranks) else float("nan")}
+    for k in HITS_AT:
+        out[f"hits@{k}"] = float(np.mean(ranks <= k)) if len(ranks) else float("nan")
+    out["mean_rank"] = float(np.mean(ranks)) if len(ranks) else float("nan")
+    out["count"] = int(len(ranks))
+    return out
+
+
+class FilteredEvaluator:
+    """Filtered ranking of a split's triples against every entity.
+
+    Args:
+        index: the graph (its known-facts filter).
+        cfg: batch, chunk and tie settings.
+        relation_labels: optional names for the per-relation breakdown.
+    """
+
+    def __init__(self, index: KGIndex, cfg: EvalConfig | None = None, relation_labels: np.ndarray | None = None):
+        self.index = index
+        self.cfg = cfg or EvalConfig()
+        self.relation_labels = relation_labels
+        self._count = tf.function(_count_above, reduce_retracing=True)
+
+    def ranks(self, model, triples: np.ndarray, *, tails_only: bool = False, progress: bool = False) -> Ranks:
+        """Filtered ranks of ``triples`` (int ``(N, 3)``) under ``model``'s triple head.
+
+        ``model`` needs ``entity_embeddings`` ``[E, W]``, ``tail_queries(h, r)`` and
+        ``head_queries(r, t)``; ranks of the head queries come first, then the tail queries.
+        """
+        triples = np.asarray(triples, dtype=np.int32)
+        r = np.int64(self.index.num_relations)
+        dirs = [(True, self.index.known_tails, triples[:, HEAD] * r + triples[:, RELATION], triples[:, TAIL])]
+        if not tails_only:
+            dirs.insert(0, (False, self.index.known_heads, triples[:, TAIL] * r + triples[:, RELATION], triples[:, HEAD]))
+        n_batches = sum(-(-len(triples) // self.cfg.eval_batch_size) for _ in dirs)
+        bar = _progress_bar(n_batches) if progress else None
+        greater, equal = [], []
+        for is_tail, known, keys, targets in dirs:
+            for start in range(0, len(triples), self.cfg.eval_batch_size):
+                sl = slice(start, start + self.cfg.eval_batch_size)
+                g, e = self._batch(model, triples[sl], is_tail, known, keys[sl], targets[sl])
+                greater.append(g)
+                equal.append(e)
+                if bar is not None:
+                    bar.add(1)
+        greater, equal = np.concatenate(greater), np.concatenate(equal)
+        return Ranks(
+            optimistic=1.0 + greater,
+            pessimistic=1.0 + greater + equal,
+            tail_query=np.concatenate([np.full(len(triples), d[0]) for d in dirs]),
+            relations=np.tile(triples[:, RELATION], len(dirs)),
+        )
+
+    def _batch(self, model, triples, is_tail, known: CSR, keys, targets) -> tuple[np.ndarray, np.ndarray]:
+        if is_tail:
+            q = model.tail_queries(triples[:, HEAD], triples[:, RELATION])
+        else:
+            q = model.head_queries(triples[:, RELATION], triples[:, TAIL])
+        table = model.entity_embeddings
+        target_scores = tf.reduce_sum(q * tf.gather(table, targets), axis=-1)
+        rows, cols = known.lookup(keys)  # every known answer, the true one included
+        greater = np.zeros(len(triples), np.float64)
+        equal = np.zeros(len(triples), np.float64)
+        n = self.index.num_entities
+        for lo in range(0, n, self.cfg.chunk_size):
+            hi = min(lo + self.cfg.chunk_size, n)
+            inside = (cols >= lo) & (cols < hi)
+            filt = np.stack([rows[inside], cols[inside] - lo], axis=1).astype(np.int32)
+            g, e = self._count(q, target_scores, table[lo:hi], tf.constant(filt.reshape(-1, 2)))
+            greater += g.numpy()
+            equal += e.numpy()
+        return greater, equal
+
+    def evaluate(self, model, split: str = "test", *, tails_only: bool = False, progress: bool = False) -> dict:
+        """Metrics of a split: overall, per direction and per relation (see `metrics_from_ranks`)."""
+        ranks = self.ranks(model, self.index.split(split), tails_only=tails_only, progress=progress)
+        return self.metrics_from_ranks(ranks)
+
+    def metrics_from_ranks(self, ranks: Ranks) -> dict:
+        """``{"mrr", "hits@k", ..., "head": {...}, "tail": {...}, "per_relation": {label: {...}}}``."""
+        values = ranks.get(self.cfg.rank_type)
+        out = rank_metrics(values)
+        out["rank_type"] = self.cfg.rank_type
+        out["tail"] = rank_metrics(values[ranks.tail_query])
+        if not ranks.tail_query.all():
+            out["head"] = rank_metrics(values[~ranks.tail_query])
+        per_relation = {}
+        for rel in np.unique(ranks.relations):
+            name = str(self.relation_labels[rel]) if self.relation_labels is not None else str(int(rel))
+            per_relation[name] = rank_metrics(values[ranks.relations == rel])
+        out["per_relation"] = per_relation
+        return out
+
+
+def _count_above(q: tf.Tensor, target_scores: tf.Tensor, entities: tf.Tensor, filtered: tf.Tensor):
+    """Per query, how many unfiltered entities of a block score above / equal to the target.
+
+    Args:
+        q: ``[B, W]`` queries.
+        target_scores: ``[B]`` score of each query's true entity.
+        entities: ``[C, W]`` a block of the entity table.
+        filtered: int32 ``[M, 2]`` (query row, column in block) pairs to ignore.
+    """
+    scores = tf.matmul(q, entities, transpose_b=True)
+    scores = tf.tensor_scatter_nd_update(scores, filtered, tf.fill([tf.shape(filtered)[0]], -np.inf))
+    greater = tf.reduce_sum(tf.cast(scores > target_scores[:, None], tf.float64), axis=1)
+    equal = tf.reduce_sum(tf.cast(scores == target_scores[:, None], tf.float64), axis=1)
+    return greater, equal
+
+
+def _progress_bar(total: int):
+    import keras
+
+    return keras.utils.Progbar(total, unit_name="batch")

@@ -1,0 +1,208 @@
+"""`JoBiModel`: one entity table shared by a triple head and an optional pair head.
+
+The triple head (its own relation table) learns which triples are true; the pair head (a
+second relation table, only with ``joint=True``) learns whether a triple's (head,
+relation) and (relation, tail) pairs both occur in training. Only the triple head is used
+for evaluation and export, so JoBi adds no parameters to the final model.
+
+``call`` returns logits; ``compute_loss`` (Keras 3's own hook and signature) turns them
+into ``L_tri + alpha * L_bi``. Keras's ``train_step`` is kept as it is.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from jobi_tf.losses import pair_loss, triple_loss
+from jobi_tf.models.scorers import get_scorer
+from jobi_tf.types import HEAD, RELATION, TAIL
+
+__all__ = ["JoBiModel"]
+
+_MASKED_LOGIT = -1e9
+
+
+@keras.saving.register_keras_serializable(package="jobi_tf")
+class JoBiModel(keras.Model):
+    """Bilinear KG embedding model with JoBi's pair head.
+
+    Args:
+        num_entities: rows of the shared entity table.
+        num_relations: rows of each relation table.
+        model: ``"distmult"``, ``"complex"`` or ``"simple"``.
+        dim: components per part (ComplEx 200 = 200 real + 200 imaginary). Default 200.
+        joint: add the pair head (JoBi). Default False (the baseline).
+        alpha: weight of the pair loss. Default 0.5.
+        loss: ``"sampled-softmax"`` or ``"full-softmax"``.
+
+    Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
+    sampled softmax, ``candidates [B, K_b]``, ``corrupt_tail [B, K_b]``, optional
+    ``shared_candidates``/``shared_corrupt_tail [B / C, K_u]``, ``valid_negative`` and
+    ``pair_labels [B, K]``.
+
+    Output: a dict of logits: ``triple [B, 1 + K]`` (column 0 is the positive) and, with
+    ``joint``, ``pair [B, 1 + K]``; for full softmax ``triple_tail``/``triple_head``
+    ``[B, num_entities]`` (and ``pair_tail``/``pair_head``).
+
+    >>> m = JoBiModel(num_entities=10, num_relations=3, model="distmult", dim=4)
+    >>> m.tail_queries(tf.constant([0]), tf.constant([1])).shape
+    TensorShape([1, 4])
+    """
+
+    def __init__(
+        self,
+        num_entities: int,
+        num_relations: int,
+        model: str = "complex",
+        dim: int = 200,
+        joint: bool = False,
+        alpha: float = 0.5,
+        loss: str = "sampled-softmax",
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if num_entities < 1 or num_relations < 1:
+            raise ValueError(
+                f"num_entities and num_relations must be >= 1. Received: num_entities={num_entities}, "
+                f"num_relations={num_relations}"
+            )
+        if loss not in ("sampled-softmax", "full-softmax"):
+            raise ValueError(f"loss must be 'sampled-softmax' or 'full-softmax'. Received: loss={loss!r}")
+        self.num_entities = num_entities
+        self.num_relations = num_relations
+        self.model_name = model
+        self.scorer = get_scorer(model)
+        self.dim = dim
+        self.joint = joint
+        self.alpha = alpha
+        self.loss_kind = loss
+        ew, rw = self.scorer.entity_width(dim), self.scorer.relation_width(dim)
+        # Xavier/Glorot-normal, as the paper's code initialises its tables.
+        self.entity_embeddings = self.add_weight(
+            shape=(num_entities, ew), initializer="glorot_normal", name="entity_embeddings"
+        )
+        self.triple_relations = self.add_weight(
+            shape=(num_relations, rw), initializer="glorot_normal", name="triple_relations"
+        )
+        self.pair_relations = (
+            self.add_weight(shape=(num_relations, rw), initializer="glorot_normal", name="pair_relations")
+            if joint
+            else None
+        )
+        self._triple_loss = triple_loss()
+        self._pair_loss = pair_loss()
+        self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
+        self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
+
+    # -- queries of the triple head (evaluation and export use only these) ---------------
+    def tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
+        """``[B, W]`` queries whose dot with ``entity_embeddings[t]`` is ``s_tri(h, r, t)``."""
+        return self.scorer.tail_query(
+            tf.gather(self.entity_embeddings, heads), tf.gather(self.triple_relations, relations)
+        )
+
+    def head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
+        """``[B, W]`` queries whose dot with ``entity_embeddings[h]`` is ``s_tri(h, r, t)``."""
+        return self.scorer.head_query(
+            tf.gather(self.triple_relations, relations), tf.gather(self.entity_embeddings, tails)
+        )
+
+    def score_triples(self, triples: tf.Tensor) -> tf.Tensor:
+        """``[B]`` triple-head scores of int ``[B, 3]`` triples."""
+        return tf.reduce_sum(
+            self.tail_queries(triples[:, HEAD], triples[:, RELATION])
+            * tf.gather(self.entity_embeddings, triples[:, TAIL]),
+            axis=-1,
+        )
+
+    # -- training ------------------------------------------------------------------------
+    def _queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Head and tail queries of every head in use, stacked: ``[B, S, W]`` twice.
+
+        S is 1 (triple head) or 2 (triple and pair heads).
+        """
+        h = tf.gather(self.entity_embeddings, triples[:, HEAD])
+        t = tf.gather(self.entity_embeddings, triples[:, TAIL])
+        tables = [self.triple_relations] + ([self.pair_relations] if self.joint else [])
+        rels = [tf.gather(table, triples[:, RELATION]) for table in tables]
+        head_q = tf.stack([self.scorer.head_query(r, t) for r in rels], axis=1)
+        tail_q = tf.stack([self.scorer.tail_query(h, r) for r in rels], axis=1)
+        return head_q, tail_q
+
+    def call(self, features: dict[str, tf.Tensor], training: bool = False) -> dict[str, tf.Tensor]:
+        triples = features["triples"]
+        head_q, tail_q = self._queries(triples)  # [B, S, W]
+        if self.loss_kind == "full-softmax":
+            return self._full_softmax_logits(head_q, tail_q)
+
+        pos = tf.reduce_sum(tail_q * tf.gather(self.entity_embeddings, triples[:, TAIL])[:, None, :], -1)  # [B, S]
+        parts = []
+        if "candidates" in features:
+            cand = tf.gather(self.entity_embeddings, features["candidates"])  # [B, K_b, W]
+            by_head = tf.einsum("bsw,bkw->bsk", head_q, cand)
+            by_tail = tf.einsum("bsw,bkw->bsk", tail_q, cand)
+            parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
+        if "shared_candidates" in features:
+            shared = tf.gather(self.entity_embeddings, features["shared_candidates"])  # [G, K_u, W]
+            groups = tf.shape(shared)[0]
+            shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
+            by_head = tf.einsum("gcsw,gkw->gcsk", tf.reshape(head_q, shape_g), shared)
+            by_tail = tf.einsum("gcsw,gkw->gcsk", tf.reshape(tail_q, shape_g), shared)
+            mixed = tf.where(features["shared_corrupt_tail"][:, None, None, :], by_tail, by_head)
+            parts.append(tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0)))
+        neg = tf.concat(parts, axis=-1)  # [B, S, K]
+        logits = tf.concat([pos[:, :, None], neg], axis=-1)  # [B, S, 1 + K]
+        valid = tf.pad(features["valid_negative"], [[0, 0], [1, 0]], constant_values=True)
+        out = {"triple": tf.where(valid, logits[:, 0], _MASKED_LOGIT)}
+        if self.joint:
+            out["pair"] = logits[:, 1]
+        return out
+
+    def _full_softmax_logits(self, head_q: tf.Tensor, tail_q: tf.Tensor) -> dict[str, tf.Tensor]:
+        scores_t = tf.einsum("bsw,ew->bse", tail_q, self.entity_embeddings)
+        scores_h = tf.einsum("bsw,ew->bse", head_q, self.entity_embeddings)
+        out = {"triple_tail": scores_t[:, 0], "triple_head": scores_h[:, 0]}
+        if self.joint:
+            out["pair_tail"], out["pair_head"] = scores_t[:, 1], scores_h[:, 1]
+        return out
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """``L_tri + alpha * L_bi``; also feeds the ``triple_loss`` and ``pair_loss`` trackers."""
+        triples = x["triples"]
+        if self.loss_kind == "full-softmax":
+            tri = self._triple_loss(triples[:, TAIL], y_pred["triple_tail"]) + self._triple_loss(
+                triples[:, HEAD], y_pred["triple_head"]
+            )
+        else:
+            tri = self._triple_loss(tf.zeros_like(triples[:, 0]), y_pred["triple"])
+        self.triple_loss_tracker.update_state(_unscale(tri))
+        total = tri
+        if self.joint:
+            if self.loss_kind == "full-softmax":
+                pair = self._pair_loss(x["pair_labels_tail"], y_pred["pair_tail"]) + self._pair_loss(
+                    x["pair_labels_head"], y_pred["pair_head"]
+                )
+            else:
+                labels = tf.pad(x["pair_labels"], [[0, 0], [1, 0]], constant_values=1.0)
+                pair = self._pair_loss(labels, y_pred["pair"])
+            self.pair_loss_tracker.update_state(_unscale(pair))
+            total = total + self.alpha * pair
+        return total
+
+    def get_config(self) -> dict:
+        return {
+            "num_entities": self.num_entities,
+            "num_relations": self.num_relations,
+            "model": self.model_name,
+            "dim": self.dim,
+            "joint": self.joint,
+            "alpha": self.alpha,
+            "loss": self.loss_kind,
+            "name": self.name,
+        }
+
+
+def _unscale(loss: tf.Tensor) -> tf.Tensor:
+    """Per-replica loss → global value for trackers (Keras divides losses by replica count)."""
+    return loss * tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, loss.dtype)

@@ -1,0 +1,128 @@
+"""Stateless DistMult, ComplEx and SimplE scoring functions.
+
+Every bilinear score can be written as a dot product ``s(h, r, t) = <q, e>`` between a
+*query* vector built from the two known parts and the full embedding row of the candidate
+entity. Scorers therefore expose only two functions, and everything else (scoring a
+positive, scoring sampled negatives, ranking against every entity with one matmul,
+exported top-k) is built from them:
+
+* ``tail_query(h, r)``: ``q`` such that ``s(h, r, t) = <q, E[t]>``;
+* ``head_query(r, t)``: ``q`` such that ``s(h, r, t) = <q, E[h]>``.
+
+Widths follow the paper's code: ``dim`` counts components per part, so ComplEx dim 200 is
+200 real + 200 imaginary (entity rows of 400 floats) and SimplE dim 200 has a head-role
+and a tail-role embedding of 200 each per entity, and a relation and an inverse-relation
+embedding of 200 each per relation.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+__all__ = ["Scorer", "DistMult", "ComplEx", "SimplE", "SCORERS", "get_scorer"]
+
+
+class Scorer:
+    """Interface of a bilinear scorer (stateless: it owns no weights)."""
+
+    name: str = ""
+
+    def entity_width(self, dim: int) -> int:
+        """Floats per entity row."""
+        raise NotImplementedError
+
+    def relation_width(self, dim: int) -> int:
+        """Floats per relation row."""
+        raise NotImplementedError
+
+    def tail_query(self, h: tf.Tensor, r: tf.Tensor) -> tf.Tensor:
+        """``[..., entity_width]`` query for tails given head rows ``h`` and relation rows ``r``."""
+        raise NotImplementedError
+
+    def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        """``[..., entity_width]`` query for heads given relation rows ``r`` and tail rows ``t``."""
+        raise NotImplementedError
+
+    def score(self, h: tf.Tensor, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        """``[...]`` scores of triples given their rows."""
+        return tf.reduce_sum(self.tail_query(h, r) * t, axis=-1)
+
+
+class DistMult(Scorer):
+    """``s = <h, r, t> = sum_i h_i r_i t_i`` (Yang et al., 2015); symmetric in h and t."""
+
+    name = "distmult"
+
+    def entity_width(self, dim: int) -> int:
+        return dim
+
+    def relation_width(self, dim: int) -> int:
+        return dim
+
+    def tail_query(self, h: tf.Tensor, r: tf.Tensor) -> tf.Tensor:
+        return h * r
+
+    def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        return r * t
+
+
+class ComplEx(Scorer):
+    """``s = Re(<h, r, conj(t)>)`` (Trouillon et al., 2016); rows are ``[real, imaginary]``."""
+
+    name = "complex"
+
+    def entity_width(self, dim: int) -> int:
+        return 2 * dim
+
+    def relation_width(self, dim: int) -> int:
+        return 2 * dim
+
+    def tail_query(self, h: tf.Tensor, r: tf.Tensor) -> tf.Tensor:
+        h_re, h_im = tf.split(h, 2, axis=-1)
+        r_re, r_im = tf.split(r, 2, axis=-1)
+        # h * r as complex numbers; <q, [t_re, t_im]> = Re(h r conj(t)).
+        return tf.concat([h_re * r_re - h_im * r_im, h_re * r_im + h_im * r_re], axis=-1)
+
+    def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        r_re, r_im = tf.split(r, 2, axis=-1)
+        t_re, t_im = tf.split(t, 2, axis=-1)
+        # r * conj(t) as complex numbers, conjugated: <q, [h_re, h_im]> = Re(h r conj(t)).
+        return tf.concat([r_re * t_re + r_im * t_im, r_re * t_im - r_im * t_re], axis=-1)
+
+
+class SimplE(Scorer):
+    """``s = (<h_head, r, t_tail> + <t_head, r_inv, h_tail>) / 2`` (Kazemi & Poole, 2018).
+
+    Entity rows are ``[head-role, tail-role]``; relation rows are ``[r, r_inverse]``.
+    """
+
+    name = "simple"
+
+    def entity_width(self, dim: int) -> int:
+        return 2 * dim
+
+    def relation_width(self, dim: int) -> int:
+        return 2 * dim
+
+    def tail_query(self, h: tf.Tensor, r: tf.Tensor) -> tf.Tensor:
+        h_head, h_tail = tf.split(h, 2, axis=-1)
+        r_fwd, r_inv = tf.split(r, 2, axis=-1)
+        # Pairs with the candidate's [t_head, t_tail].
+        return 0.5 * tf.concat([r_inv * h_tail, r_fwd * h_head], axis=-1)
+
+    def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        r_fwd, r_inv = tf.split(r, 2, axis=-1)
+        t_head, t_tail = tf.split(t, 2, axis=-1)
+        # Pairs with the candidate's [h_head, h_tail].
+        return 0.5 * tf.concat([r_fwd * t_tail, r_inv * t_head], axis=-1)
+
+
+SCORERS: dict[str, Scorer] = {s.name: s for s in (DistMult(), ComplEx(), SimplE())}
+
+
+def get_scorer(name: str) -> Scorer:
+    """The scorer called ``name`` (``distmult``, ``complex`` or ``simple``)."""
+    try:
+        return SCORERS[name]
+    except KeyError:
+        raise ValueError(f"model must be one of {sorted(SCORERS)}. Received: model={name!r}") from None

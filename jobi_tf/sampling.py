@@ -1,0 +1,220 @@
+"""tf.data input pipeline: positives in, (biased) negatives and pair labels drawn in-graph.
+
+Steps, all vectorised TensorFlow ops (no Python per triple):
+
+1. Each epoch, a stateless permutation keyed on ``(seed, epoch)`` orders the training
+   triples; they are cut into batches of ``batch_size`` (the remainder is dropped).
+2. For each batch, random draws keyed on ``(seed, global step)`` decide per negative:
+   corrupt the head or the tail (coin flip); draw the replacement from that relation's
+   training heads/tails (probability ``p``) or from all entities.
+3. Pair labels come from a sorted-key membership test: 1 when the replacement was seen in
+   that slot of that relation in train (so biased replacements are always 1).
+
+Because every draw is keyed on the step, a resumed run sees exactly the batches and
+negatives an uninterrupted run would have seen.
+
+A replacement that equals the entity it replaces would make the "negative" identical to
+the positive; it is kept (shapes stay static) and flagged in ``valid_negative`` so the
+loss can ignore it, as TensorFlow Recommenders' ``RemoveAccidentalHits`` does.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from jobi_tf.config import SamplerConfig
+from jobi_tf.data.index import KGIndex
+from jobi_tf.errors import ConfigError
+from jobi_tf.types import HEAD, RELATION, TAIL
+
+__all__ = ["NegativeSampler", "make_train_dataset", "steps_per_epoch"]
+
+
+class NegativeSampler:
+    """Draws negatives and pair labels for a batch of positives; owns the lookup tensors.
+
+    Args:
+        index: the graph; its training head/tail pools become constant tensors once.
+        cfg: batch size, negatives, ``p`` and the shared-negatives chunk.
+        seed: run seed; each batch's draws are keyed on ``(seed, step)``.
+    """
+
+    def __init__(self, index: KGIndex, cfg: SamplerConfig, seed: int = 0) -> None:
+        self.cfg = cfg
+        self.seed = int(seed)
+        self.num_entities = index.num_entities
+        tails, heads = index.train_tails, index.train_heads
+        # One flat pool: tails first, then heads, so a single gather serves both sides.
+        self._pool_values = tf.constant(tf.concat([tails.values, heads.values], axis=0), tf.int32)
+        self._tail_start = tf.constant(tails.offsets[:-1], tf.int64)
+        self._head_start = tf.constant(heads.offsets[:-1] + len(tails.values), tf.int64)
+        self._tail_count = tf.constant(tails.sizes(), tf.int64)
+        self._head_count = tf.constant(heads.sizes(), tf.int64)
+        self._tail_keys = tf.constant(tails.membership_keys(index.num_entities), tf.int64)
+        self._head_keys = tf.constant(heads.membership_keys(index.num_entities), tf.int64)
+
+    # -- pieces --------------------------------------------------------------------------
+    def pair_labels(self, relations: tf.Tensor, entities: tf.Tensor, corrupt_tail: tf.Tensor) -> tf.Tensor:
+        """float32, same shape: was ``entities`` seen in that slot of ``relations`` in train."""
+        key = tf.cast(relations, tf.int64) * self.num_entities + tf.cast(entities, tf.int64)
+        flat = tf.reshape(key, [-1])
+
+        def member(keys: tf.Tensor) -> tf.Tensor:
+            pos = tf.minimum(tf.searchsorted(keys, flat), tf.cast(tf.size(keys) - 1, tf.int32))
+            return tf.equal(tf.gather(keys, pos), flat)
+
+        found = tf.where(tf.reshape(corrupt_tail, [-1]), member(self._tail_keys), member(self._head_keys))
+        return tf.reshape(tf.cast(found, tf.float32), tf.shape(key))
+
+    def _draw(self, relations: tf.Tensor, shape: tf.Tensor, p: float, seed: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Replacement entities for negatives of the given relations (broadcast to ``shape``)."""
+        s = tf.random.experimental.stateless_split(seed, num=4)
+        corrupt_tail = tf.random.stateless_uniform(shape, s[0]) < 0.5
+        biased = tf.random.stateless_uniform(shape, s[1]) < p
+        uniform = tf.random.stateless_uniform(shape, s[2], minval=0, maxval=self.num_entities, dtype=tf.int32)
+        rel = tf.broadcast_to(relations, shape)
+        start = tf.where(corrupt_tail, tf.gather(self._tail_start, rel), tf.gather(self._head_start, rel))
+        count = tf.where(corrupt_tail, tf.gather(self._tail_count, rel), tf.gather(self._head_count, rel))
+        offset = tf.random.stateless_uniform(shape, s[3], minval=None, maxval=None, dtype=tf.int64)
+        offset = tf.math.floormod(offset, tf.maximum(count, 1))
+        from_pool = tf.gather(self._pool_values, start + offset)
+        biased = biased & (count > 0)
+        return {
+            "candidates": tf.where(biased, from_pool, uniform),
+            "corrupt_tail": corrupt_tail,
+            "biased": biased,
+        }
+
+    def dense_pair_labels(self, triples: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Pair labels of every entity as tail and as head, for full-softmax training.
+
+        Returns ``pair_labels_tail`` and ``pair_labels_head``, float32 ``[B, num_entities]``.
+        Only for graphs where ``B * num_entities`` floats fit a batch.
+        """
+        rel = triples[:, RELATION][:, None]
+        every = tf.range(self.num_entities)[None, :]
+        shape = tf.stack([tf.shape(triples)[0], self.num_entities])
+        tail = tf.broadcast_to(rel, shape), tf.broadcast_to(every, shape)
+        return {
+            "pair_labels_tail": self.pair_labels(*tail, tf.ones(shape, tf.bool)),
+            "pair_labels_head": self.pair_labels(*tail, tf.zeros(shape, tf.bool)),
+        }
+
+    # -- public --------------------------------------------------------------------------
+    def __call__(self, triples: tf.Tensor, step: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Features for one batch.
+
+        Args:
+            triples: int32 ``[B, 3]`` positives.
+            step: int64 scalar, the global step (keys the random draws).
+
+        Returns:
+            A dict with ``triples`` and, per-triple mode, ``candidates`` int32 ``[B, K]``,
+            ``corrupt_tail`` bool ``[B, K]``, ``biased`` bool ``[B, K]``, ``valid_negative``
+            bool ``[B, K]`` and ``pair_labels`` float32 ``[B, K]``. With shared negatives the
+            first ``K_b = round(p K)`` negatives are per triple as above, and the other
+            ``K_u`` are shared by each chunk of C positives: ``shared_candidates`` and
+            ``shared_corrupt_tail`` ``[B / C, K_u]``; ``pair_labels`` and ``valid_negative``
+            are ``[B, K_b + K_u]`` in that order.
+        """
+        cfg = self.cfg
+        seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(step, tf.int64)])
+        s_own, s_shared = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
+        b = tf.shape(triples)[0]
+        rel = triples[:, RELATION][:, None]
+        if cfg.shared_negatives == 0:
+            own = self._draw(rel, tf.stack([b, cfg.neg]), cfg.p, s_own)
+            out = dict(own, triples=triples)
+            out["valid_negative"] = self._differs(triples, own["candidates"], own["corrupt_tail"])
+            out["pair_labels"] = self.pair_labels(rel, own["candidates"], own["corrupt_tail"])
+            return out
+
+        k_b = int(round(cfg.p * cfg.neg))
+        k_u = cfg.neg - k_b
+        c = cfg.shared_negatives
+        own = self._draw(rel, tf.stack([b, k_b]), 1.0, s_own)
+        groups = b // c
+        shared = self._draw(tf.zeros([groups, 1], tf.int32), tf.stack([groups, k_u]), 0.0, s_shared)
+        shared_cand = tf.repeat(shared["candidates"], c, axis=0)  # [B, K_u], for labels only
+        shared_tail = tf.repeat(shared["corrupt_tail"], c, axis=0)
+        cand = tf.concat([own["candidates"], shared_cand], axis=1)
+        tail = tf.concat([own["corrupt_tail"], shared_tail], axis=1)
+        return {
+            "triples": triples,
+            "candidates": own["candidates"],
+            "corrupt_tail": own["corrupt_tail"],
+            "shared_candidates": shared["candidates"],
+            "shared_corrupt_tail": shared["corrupt_tail"],
+            "valid_negative": self._differs(triples, cand, tail),
+            "pair_labels": self.pair_labels(rel, cand, tail),
+        }
+
+    @staticmethod
+    def _differs(triples: tf.Tensor, candidates: tf.Tensor, corrupt_tail: tf.Tensor) -> tf.Tensor:
+        """False where the replacement equals the entity it replaces (the negative is the positive)."""
+        replaced = tf.where(corrupt_tail, triples[:, TAIL][:, None], triples[:, HEAD][:, None])
+        return tf.not_equal(candidates, replaced)
+
+
+def steps_per_epoch(index: KGIndex, batch_size: int) -> int:
+    """Full batches per epoch; the remainder of each shuffled epoch is dropped."""
+    steps = len(index.train) // batch_size
+    if steps == 0:
+        raise ConfigError(
+            "batch_size",
+            f"is larger than the {len(index.train)} training triples; use a smaller --batch-size",
+        )
+    return steps
+
+
+def make_train_dataset(
+    index: KGIndex,
+    cfg: SamplerConfig,
+    *,
+    seed: int = 0,
+    initial_epoch: int = 0,
+    epochs: int = 1_000_000,
+    full_softmax: bool = False,
+    joint: bool = False,
+    global_batch_size: int | None = None,
+) -> tf.data.Dataset:
+    """An endless-enough dataset of feature dicts, starting at ``initial_epoch``.
+
+    Args:
+        index: the graph.
+        cfg: sampler settings; ``cfg.batch_size`` is the global batch.
+        seed: run seed (epoch order and negatives).
+        initial_epoch: first epoch to produce (resume starts here).
+        epochs: last epoch (exclusive).
+        full_softmax: positives only (1-vs-all training); with ``joint`` also dense pair
+            labels ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]``.
+        joint: whether pair labels are needed (full softmax only; cheap otherwise).
+        global_batch_size: overrides ``cfg.batch_size``.
+
+    Returns:
+        ``tf.data.Dataset`` of dicts (see `NegativeSampler.__call__`), ``steps_per_epoch``
+        batches per epoch, prefetched.
+    """
+    batch = global_batch_size or cfg.batch_size
+    steps = steps_per_epoch(index, batch)
+    n = len(index.train)
+    train = tf.constant(index.train, tf.int32)
+    sampler = NegativeSampler(index, cfg, seed)
+
+    def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
+        order = tf.random.experimental.stateless_shuffle(tf.range(n), seed=tf.stack([tf.cast(seed, tf.int64), epoch]))
+        rows = tf.reshape(order[: steps * batch], [steps, batch])
+        first_step = epoch * steps
+        return tf.data.Dataset.from_tensor_slices((first_step + tf.range(steps, dtype=tf.int64), rows))
+
+    def to_features(step: tf.Tensor, rows: tf.Tensor) -> dict[str, tf.Tensor]:
+        triples = tf.gather(train, rows)
+        if not full_softmax:
+            return sampler(triples, step)
+        if not joint:
+            return {"triples": triples}
+        return {"triples": triples, **sampler.dense_pair_labels(triples)}
+
+    ds = tf.data.Dataset.range(initial_epoch, epochs).flat_map(epoch_batches)
+    ds = ds.map(to_features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,283 @@
+"""Training runs: data → model → ``model.fit`` with callbacks → metrics.json.
+
+A run folder holds everything a run needs to be resumed, evaluated or exported::
+
+    RUN/config.json          the RunConfig (compared on resume)
+    RUN/entities.txt         entity vocabulary, one label per line (line number = id)
+    RUN/relations.txt        relation vocabulary
+    RUN/checkpoint.npz       weights + optimizer + loop state at the last validation
+    RUN/best.weights.npz     weights with the best validation Hits@10 so far
+    RUN/tensorboard/         TensorBoard logs (train/, validation/, hparams)
+    RUN/metrics.json         final validation and test metrics
+
+The loop is Keras's own ``fit``; behaviour is added by callbacks: `EvaluationCallback`
+(filtered validation every ``eval_every`` epochs, early stopping on validation Hits@10,
+best weights, resumable checkpoint), TensorBoard and TerminateOnNaN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights, write_json_atomic
+from jobi_tf.config import RunConfig
+from jobi_tf.data.index import KGIndex, build_index
+from jobi_tf.data.loading import load_splits
+from jobi_tf.data.vocab import Vocab
+from jobi_tf.errors import CheckpointMismatchError, JobiError
+from jobi_tf.evaluation import FilteredEvaluator
+from jobi_tf.models import JoBiModel
+from jobi_tf.sampling import make_train_dataset, steps_per_epoch
+
+__all__ = ["TrainResult", "EvaluationCallback", "train", "load_run", "build_model", "make_optimizer"]
+
+logger = logging.getLogger(__name__)
+
+MONITOR = "hits@10"  # the paper early-stops on validation Hits@10
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What `train` returns: the run folder and the content of its ``metrics.json``."""
+
+    run_dir: Path
+    metrics: dict
+
+
+def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
+    return JoBiModel(
+        num_entities=index.num_entities,
+        num_relations=index.num_relations,
+        model=cfg.model.model,
+        dim=cfg.model.dim,
+        joint=cfg.model.joint,
+        alpha=cfg.train.alpha,
+        loss=cfg.train.loss,
+        name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
+    )
+
+
+def make_optimizer(cfg: RunConfig) -> keras.optimizers.Optimizer:
+    if cfg.train.optimizer == "adagrad":
+        return keras.optimizers.Adagrad(learning_rate=cfg.train.lr)
+    return keras.optimizers.Adam(learning_rate=cfg.train.lr)
+
+
+class EvaluationCallback(keras.callbacks.Callback):
+    """Filtered validation every ``eval_every`` epochs, early stopping, best weights, checkpoint.
+
+    After each validation it adds ``val_mrr``, ``val_hits_at_{1,3,10}`` to the epoch logs
+    (so TensorBoard, placed after it, records them), saves ``best.weights.npz`` when
+    validation Hits@10 improves, stops after ``patience`` validations without improvement,
+    and writes the resumable ``checkpoint.npz``.
+    """
+
+    def __init__(self, evaluator: FilteredEvaluator, run_dir: Path, eval_every: int, patience: int, state: dict):
+        super().__init__()
+        self.evaluator = evaluator
+        self.run_dir = run_dir
+        self.eval_every = eval_every
+        self.patience = patience
+        self.state = state  # best, best_epoch, wait, history, epoch: restored on resume
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        logs = logs if logs is not None else {}
+        done = epoch + 1
+        if done % self.eval_every:
+            return
+        for key, value in logs.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                return  # TerminateOnNaN stops the run; never checkpoint non-finite weights
+        metrics = self.evaluator.evaluate(self.model, "valid")
+        for k in ("mrr", "hits@1", "hits@3", "hits@10"):
+            logs["val_" + k.replace("@", "_at_")] = metrics[k]
+        summary = {k: metrics[k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
+        self.state["history"].append({"epoch": done, **summary, **{k: float(v) for k, v in logs.items()}})
+        logger.info("epoch %d validation: %s", done, json.dumps(summary))
+        if metrics[MONITOR] > self.state["best"]:
+            self.state.update(best=metrics[MONITOR], best_epoch=done, wait=0, best_valid=metrics)
+            save_weights(self.run_dir / "best.weights.npz", self.model)
+        else:
+            self.state["wait"] += 1
+            if self.state["wait"] >= self.patience:
+                logger.info("early stopping: no better validation %s for %d validations", MONITOR, self.patience)
+                self.model.stop_training = True
+        self.state["epoch"] = done
+        save_checkpoint(self.run_dir / "checkpoint.npz", self.model, self.model.optimizer, self.state)
+
+
+def _fresh_state() -> dict:
+    return {"epoch": 0, "best": -1.0, "best_epoch": 0, "wait": 0, "history": [], "train_seconds": 0.0}
+
+
+def _prepare_run_dir(run_dir: Path, cfg: RunConfig, entities: Vocab, relations: Vocab) -> None:
+    """Create the folder, or check that an existing one holds the same run."""
+    config_path = run_dir / "config.json"
+    if config_path.exists():
+        try:
+            saved = RunConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointMismatchError(f"{config_path}: unreadable run config ({exc})") from None
+        if saved.training_identity() != cfg.training_identity():
+            diff = _first_difference(saved.training_identity(), cfg.training_identity())
+            raise CheckpointMismatchError(
+                f"{run_dir}: holds a different run ({diff}); use another --out or the same flags"
+            )
+        if Vocab.load(run_dir / "entities.txt") != entities or Vocab.load(run_dir / "relations.txt") != relations:
+            raise CheckpointMismatchError(f"{run_dir}: the dataset's vocabulary differs from the saved run's")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(config_path, cfg.to_dict())
+    entities.save(run_dir / "entities.txt")
+    relations.save(run_dir / "relations.txt")
+
+
+def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
+    for key in sorted(set(a) | set(b)):
+        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+            found = _first_difference(a[key], b[key], f"{prefix}{key}.")
+            if found:
+                return found
+        elif a.get(key) != b.get(key):
+            return f"{prefix}{key} was {a.get(key)!r}, now {b.get(key)!r}"
+    return ""
+
+
+def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
+    """Record the run's hyper-parameters for TensorBoard's HParams dashboard."""
+    try:
+        from tensorboard.plugins.hparams import api as hp
+    except ImportError:  # TensorBoard not installed: scalars are still written
+        return
+    hparams = {
+        "model": cfg.model.model,
+        "dim": cfg.model.dim,
+        "joint": cfg.model.joint,
+        "p": cfg.sampler.p,
+        "alpha": cfg.train.alpha,
+        "batch_size": cfg.sampler.batch_size,
+        "neg": cfg.sampler.neg,
+        "shared_negatives": cfg.sampler.shared_negatives,
+        "loss": cfg.train.loss,
+        "lr": cfg.train.lr,
+        "dataset": str(cfg.data.dataset or cfg.data.data_dir),
+    }
+    with tf.summary.create_file_writer(str(log_dir / "validation")).as_default():
+        hp.hparams(hparams, trial_id=log_dir.parent.name)
+
+
+def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:
+    splits, source = load_splits(cfg.data, seed=cfg.seed)
+    return build_index(splits, source)
+
+
+def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) -> TrainResult:
+    """Train (or resume) a run in ``run_dir`` and evaluate its best weights on test.
+
+    Rerunning with the same config and folder continues from the last validation.
+    """
+    run_dir = Path(run_dir)
+    entities, relations, index = load_data(cfg)  # validate inputs before writing anything
+    steps = steps_per_epoch(index, cfg.sampler.batch_size)
+    _prepare_run_dir(run_dir, cfg, entities, relations)
+    if (run_dir / "metrics.json").exists():
+        logger.info("%s already finished; its metrics are returned unchanged", run_dir)
+        return TrainResult(run_dir, json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")))
+
+    keras.utils.set_random_seed(cfg.seed)
+    model = build_model(index, cfg)
+    optimizer = make_optimizer(cfg)
+    model.compile(optimizer=optimizer, jit_compile=cfg.train.jit_compile)
+    optimizer.build(model.trainable_variables)
+    state = _fresh_state()
+    if (run_dir / "checkpoint.npz").exists():
+        state = load_checkpoint(run_dir / "checkpoint.npz", model, optimizer)
+        logger.info("resuming %s from epoch %d", run_dir, state["epoch"])
+
+    evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
+    dataset = make_train_dataset(
+        index,
+        cfg.sampler,
+        seed=cfg.seed,
+        initial_epoch=state["epoch"],
+        epochs=cfg.train.epochs,
+        full_softmax=cfg.train.loss == "full-softmax",
+        joint=cfg.model.joint,
+    )
+    log_dir = run_dir / "tensorboard"
+    _write_hparams(log_dir, cfg)
+    callbacks = [
+        keras.callbacks.TerminateOnNaN(),
+        EvaluationCallback(evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state),
+        keras.callbacks.TensorBoard(log_dir=str(log_dir), update_freq="epoch", write_graph=False),
+    ]
+    if verbose is None:
+        verbose = 1 if sys.stderr.isatty() else 2
+    start = time.monotonic()
+    history = None
+    if state["epoch"] < cfg.train.epochs and not _stopped_early(state, cfg):
+        history = model.fit(
+            dataset,
+            epochs=cfg.train.epochs,
+            initial_epoch=state["epoch"],
+            steps_per_epoch=steps,
+            callbacks=callbacks,
+            shuffle=False,
+            verbose=verbose,
+        )
+    state["train_seconds"] += time.monotonic() - start
+    if history is not None and any(not math.isfinite(v) for vs in history.history.values() for v in vs):
+        raise JobiError(f"{run_dir}: training diverged (loss is NaN or Inf); the last good checkpoint is kept")
+    return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
+
+
+def _stopped_early(state: dict, cfg: RunConfig) -> bool:
+    return state["wait"] >= cfg.train.patience
+
+
+def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state: dict, cfg: RunConfig) -> dict:
+    """Restore the best weights, evaluate on test, write ``metrics.json`` atomically."""
+    best = run_dir / "best.weights.npz"
+    if best.exists():
+        load_weights(best, model)
+    else:  # fewer epochs than one validation interval: evaluate the last weights
+        save_weights(best, model)
+        state["best_valid"] = evaluator.evaluate(model, "valid")
+        state["best_epoch"] = state["epoch"] = cfg.train.epochs
+    metrics = {
+        "valid": state["best_valid"],
+        "test": evaluator.evaluate(model, "test"),
+        "epochs": state["epoch"],
+        "best_epoch": state["best_epoch"],
+        "train_seconds": round(state["train_seconds"], 1),
+        "history": state["history"],
+    }
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    return metrics
+
+
+def load_run(run_dir: str | Path) -> tuple[RunConfig, JoBiModel, FilteredEvaluator]:
+    """Rebuild a run's model with its best weights, and an evaluator over its data."""
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise JobiError(f"{run_dir}: not a run folder (no config.json)")
+    cfg = RunConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+    entities, relations, index = load_data(cfg)
+    if Vocab.load(run_dir / "entities.txt") != entities or Vocab.load(run_dir / "relations.txt") != relations:
+        raise CheckpointMismatchError(f"{run_dir}: the dataset's vocabulary differs from the saved run's")
+    weights = run_dir / "best.weights.npz"
+    if not weights.exists():
+        raise JobiError(f"{run_dir}: no best.weights.npz yet (no validation has run)")
+    model = build_model(index, cfg)
+    load_weights(weights, model)
+    return cfg, model, FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
+

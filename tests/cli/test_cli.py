@@ -1,0 +1,75 @@
+"""The jobi-tf command line: help, exit codes, one-line errors, train and evaluate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from jobi_tf.cli.main import _SUBCOMMANDS, main
+
+SMALL = ["--synthetic-entities", "60", "--synthetic-relations", "3", "--synthetic-triples", "600", "--dim", "8",
+         "--batch-size", "100", "--neg", "8", "--epochs", "2", "--eval-every", "1", "--no-jit"]
+
+
+@pytest.mark.parametrize("args", [["--help"]] + [[name, "--help"] for name in _SUBCOMMANDS])
+def test_help_of_every_command(args):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+def test_help_does_not_import_tensorflow():
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom jobi_tf.cli.main import main\n"
+        "CliRunner().invoke(main, ['--help'])\nprint('tensorflow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--p", "1.5"), ("--neg", "0"), ("--lr", "nan"), ("--batch-size", "-3"), ("--dim", "0")]
+)
+def test_bad_flag_values_exit_2_naming_the_flag(flag, value, tmp_path):
+    result = CliRunner().invoke(main, ["train", flag, value, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2
+    assert flag in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_data_file_is_one_line_error_exit_1(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("a\tr\tb\n")
+    (data / "valid.txt").write_bytes(b"a\tr\tb\r\n")
+    (data / "test.txt").write_text("a\tr\tb\n")
+    result = CliRunner().invoke(main, ["train", "--data-dir", str(data), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1 and "valid.txt:1: CR (Windows CRLF) line ending" in lines[0]
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_then_evaluate(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["-q", "train", "--joint", "--p", "0.3", *SMALL, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["epochs"] == 2 and 0 <= summary["test"]["mrr"] <= 1
+    result = runner.invoke(main, ["-q", "evaluate", str(tmp_path / "run"), "--split", "test"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout.strip().splitlines()[-1])
+    assert metrics["mrr"] == pytest.approx(summary["test"]["mrr"], abs=1e-9)
+    assert {"head", "tail"} <= set(metrics)
+    tails = json.loads(runner.invoke(main, ["-q", "evaluate", str(tmp_path / "run"), "--tails-only"]).stdout)
+    assert "head" not in tails and tails["count"] == metrics["tail"]["count"]
+
+
+def test_evaluate_on_a_folder_that_is_not_a_run(tmp_path):
+    result = CliRunner().invoke(main, ["evaluate", str(tmp_path)])
+    assert result.exit_code == 1 and "not a run folder" in result.output

@@ -1,0 +1,123 @@
+"""JoBiModel: logits and losses against NumPy, heads, masking, serialization."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from jobi_tf.models import JoBiModel
+
+
+def _features(rng, e=12, r=3, b=4, k=5):
+    triples = np.stack([rng.integers(e, size=b), rng.integers(r, size=b), rng.integers(e, size=b)], 1).astype(np.int32)
+    cand = rng.integers(e, size=(b, k)).astype(np.int32)
+    tail = rng.random((b, k)) < 0.5
+    replaced = np.where(tail, triples[:, 2:3], triples[:, 0:1])
+    return {
+        "triples": triples,
+        "candidates": cand,
+        "corrupt_tail": tail,
+        "valid_negative": cand != replaced,
+        "pair_labels": (rng.random((b, k)) < 0.5).astype(np.float32),
+    }
+
+
+def _numpy_distmult_logits(ent, rel, x):
+    h, r, t = ent[x["triples"][:, 0]], rel[x["triples"][:, 1]], ent[x["triples"][:, 2]]
+    pos = np.sum(h * r * t, 1)
+    c = ent[x["candidates"]]
+    as_tail = np.einsum("bd,bkd->bk", h * r, c)
+    as_head = np.einsum("bd,bkd->bk", r * t, c)
+    return np.concatenate([pos[:, None], np.where(x["corrupt_tail"], as_tail, as_head)], 1)
+
+
+def test_logits_and_joint_loss_match_numpy():
+    rng = np.random.default_rng(0)
+    x = _features(rng)
+    x["valid_negative"][0, 0] = False  # one accidental hit: must not count
+    model = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=6, joint=True, alpha=0.7)
+    out = model(x)
+    ent = model.entity_embeddings.numpy()
+    tri = _numpy_distmult_logits(ent, model.triple_relations.numpy(), x)
+    pair = _numpy_distmult_logits(ent, model.pair_relations.numpy(), x)
+    np.testing.assert_allclose(out["pair"].numpy(), pair, rtol=1e-5, atol=1e-6)
+    valid = np.concatenate([np.ones((4, 1), bool), x["valid_negative"]], 1)
+    np.testing.assert_allclose(out["triple"].numpy()[valid], tri[valid], rtol=1e-5, atol=1e-6)
+
+    # L_tri: NLL of the positive in a softmax over itself and its *valid* negatives.
+    l_tri = np.mean([np.log(np.sum(np.exp(row[v]))) - row[0] for row, v in zip(tri, valid)])
+    # L_bi: mean BCE over the positive (label 1) and its negatives.
+    labels = np.concatenate([np.ones((4, 1)), x["pair_labels"]], 1)
+    prob = 1 / (1 + np.exp(-pair))
+    l_bi = np.mean(-(labels * np.log(prob) + (1 - labels) * np.log(1 - prob)))
+    loss = model.compute_loss(x=x, y_pred=out)
+    np.testing.assert_allclose(float(loss), l_tri + 0.7 * l_bi, rtol=1e-5)
+    np.testing.assert_allclose(float(model.triple_loss_tracker.result()), l_tri, rtol=1e-5)
+    np.testing.assert_allclose(float(model.pair_loss_tracker.result()), l_bi, rtol=1e-5)
+
+
+def test_baseline_has_no_pair_head():
+    model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, joint=False)
+    assert model.pair_relations is None
+    assert sorted(v.path.split("/")[-1] for v in model.weights) == ["entity_embeddings", "triple_relations"]
+    out = model(_features(np.random.default_rng(1)))
+    assert set(out) == {"triple"}
+
+
+@pytest.mark.parametrize("name", ["distmult", "complex", "simple"])
+def test_shared_negatives_score_like_per_triple_negatives(name):
+    """Scoring shared candidates by matmul equals scoring them as per-triple candidates."""
+    rng = np.random.default_rng(2)
+    b, c, k = 6, 3, 4
+    x = _features(rng, b=b, k=k)
+    shared = rng.integers(12, size=(b // c, k)).astype(np.int32)
+    shared_tail = rng.random((b // c, k)) < 0.5
+    model = JoBiModel(num_entities=12, num_relations=3, model=name, dim=4, joint=True)
+    ones = np.ones((b, k), bool)
+    as_shared = model({"triples": x["triples"], "shared_candidates": shared, "shared_corrupt_tail": shared_tail,
+                       "valid_negative": ones, "pair_labels": x["pair_labels"]})
+    as_own = model({"triples": x["triples"], "candidates": np.repeat(shared, c, 0),
+                    "corrupt_tail": np.repeat(shared_tail, c, 0), "valid_negative": ones,
+                    "pair_labels": x["pair_labels"]})
+    for key in ("triple", "pair"):
+        np.testing.assert_allclose(as_shared[key].numpy(), as_own[key].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_full_softmax_logits_are_scores_of_every_entity():
+    rng = np.random.default_rng(3)
+    x = _features(rng)
+    model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, loss="full-softmax")
+    out = model({"triples": x["triples"]})
+    every = np.arange(12)
+    for i, (h, r, t) in enumerate(x["triples"]):
+        tails = np.stack([np.full(12, h), np.full(12, r), every], 1)
+        heads = np.stack([every, np.full(12, r), np.full(12, t)], 1)
+        np.testing.assert_allclose(out["triple_tail"][i], model.score_triples(tails), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out["triple_head"][i], model.score_triples(heads), rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_of_the_entity_table_are_sparse():
+    """Only looked-up rows get gradients: the table's gradient arrives as IndexedSlices."""
+    x = _features(np.random.default_rng(4))
+    model = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=4, joint=True)
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=x, y_pred=model(x))
+    grad = tape.gradient(loss, model.entity_embeddings)
+    assert isinstance(grad, tf.IndexedSlices)
+
+
+def test_config_round_trip():
+    model = JoBiModel(num_entities=7, num_relations=2, model="simple", dim=3, joint=True, alpha=0.25)
+    clone = JoBiModel.from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
+    assert isinstance(restored, JoBiModel) and restored.alpha == 0.25
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(ValueError, match="num_entities"):
+        JoBiModel(num_entities=0, num_relations=1)
+    with pytest.raises(ValueError, match="loss="):
+        JoBiModel(num_entities=3, num_relations=1, loss="margin")

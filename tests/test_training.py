@@ -1,0 +1,98 @@
+"""Training runs: run folder contents, resume, refusal of mismatched runs, nothing written on bad data."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from jobi_tf.checkpoints import load_checkpoint
+from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+from jobi_tf.errors import CheckpointMismatchError, DatasetFormatError
+from jobi_tf.training import build_model, load_data, load_run, make_optimizer, train
+
+
+def _cfg(epochs=2, joint=True, **train_kw) -> RunConfig:
+    return RunConfig(
+        data=DataConfig(dataset="synthetic", synthetic_entities=80, synthetic_relations=4, synthetic_triples=800),
+        sampler=SamplerConfig(batch_size=100, neg=8, p=0.3),
+        model=ModelConfig(model="complex", dim=8, joint=joint),
+        train=TrainConfig(epochs=epochs, eval_every=1, patience=10, jit_compile=False, **train_kw),
+        seed=3,
+    )
+
+
+def test_run_folder_holds_config_vocab_checkpoints_logs_and_metrics(tmp_path):
+    result = train(_cfg(), tmp_path / "run", verbose=0)
+    run = tmp_path / "run"
+    for name in ("config.json", "entities.txt", "relations.txt", "checkpoint.npz", "best.weights.npz", "metrics.json"):
+        assert (run / name).is_file(), name
+    assert any((run / "tensorboard").rglob("events.out.tfevents.*"))
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics == result.metrics
+    for split in ("valid", "test"):
+        for key in ("mrr", "hits@1", "hits@3", "hits@10"):
+            assert 0.0 <= metrics[split][key] <= 1.0
+    assert set(metrics["test"]["head"]) >= {"mrr", "hits@10"} and "tail" in metrics["test"]
+    assert metrics["epochs"] == 2 and metrics["train_seconds"] > 0
+    assert [h["epoch"] for h in metrics["history"]] == [1, 2]
+    assert "pair_loss" in metrics["history"][0] and "val_hits_at_10" in metrics["history"][0]
+
+
+def test_resumed_run_ends_where_an_uninterrupted_run_ends(tmp_path):
+    straight = train(_cfg(epochs=4), tmp_path / "straight", verbose=0)
+    train(_cfg(epochs=2), tmp_path / "resumed", verbose=0)
+    (tmp_path / "resumed" / "metrics.json").unlink()  # as if stopped after epoch 2's checkpoint
+    resumed = train(_cfg(epochs=4), tmp_path / "resumed", verbose=0)
+    assert resumed.metrics["epochs"] == 4
+    assert [h["epoch"] for h in resumed.metrics["history"]] == [1, 2, 3, 4]
+    for split in ("valid", "test"):
+        assert resumed.metrics[split]["mrr"] == pytest.approx(straight.metrics[split]["mrr"], abs=1e-4)
+
+
+def test_checkpoint_restores_weights_and_optimizer_state(tmp_path):
+    cfg = _cfg(epochs=1)
+    train(cfg, tmp_path / "run", verbose=0)
+    _, _, index = load_data(cfg)
+    model, optimizer = build_model(index, cfg), make_optimizer(cfg)
+    optimizer.build(model.trainable_variables)
+    state = load_checkpoint(tmp_path / "run" / "checkpoint.npz", model, optimizer)
+    assert state["epoch"] == 1
+    assert int(optimizer.iterations.numpy()) > 0
+    with np.load(tmp_path / "run" / "checkpoint.npz") as data:
+        key = next(k for k in data.files if k.endswith("entity_embeddings") and k.startswith("model/"))
+        np.testing.assert_array_equal(data[key], model.entity_embeddings.numpy())
+
+
+def test_a_folder_with_another_run_is_refused(tmp_path):
+    train(_cfg(epochs=1), tmp_path / "run", verbose=0)
+    with pytest.raises(CheckpointMismatchError, match="joint was True, now False"):
+        train(_cfg(epochs=1, joint=False), tmp_path / "run", verbose=0)
+
+
+def test_bad_data_writes_nothing(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("a\tr\tb\nb\tr\n")
+    (data / "valid.txt").write_text("a\tr\tb\n")
+    (data / "test.txt").write_text("a\tr\tb\n")
+    cfg = dataclasses.replace(_cfg(), data=DataConfig(dataset=None, data_dir=str(data)))
+    with pytest.raises(DatasetFormatError, match=r"train.txt:2: expected 3 tab-separated fields, got 2"):
+        train(cfg, tmp_path / "run", verbose=0)
+    assert not (tmp_path / "run").exists()
+
+
+def test_load_run_rebuilds_the_best_model(tmp_path):
+    result = train(_cfg(epochs=2), tmp_path / "run", verbose=0)
+    _, model, evaluator = load_run(tmp_path / "run")
+    again = evaluator.evaluate(model, "test")
+    assert again["mrr"] == pytest.approx(result.metrics["test"]["mrr"], abs=1e-9)
+
+
+def test_full_softmax_joint_training_runs(tmp_path):
+    cfg = dataclasses.replace(_cfg(epochs=1), train=TrainConfig(
+        epochs=1, eval_every=1, loss="full-softmax", jit_compile=False))
+    result = train(cfg, tmp_path / "run", verbose=0)
+    assert "pair_loss" in result.metrics["history"][0]
