@@ -48,8 +48,9 @@ logger = logging.getLogger(__name__)
 #: TFDS split name -> file stem of the published split (``validation`` is ``valid.txt``).
 TFDS_TO_FILE_SPLIT: Mapping[str, str] = {"train": "train", "validation": "valid", "test": "test"}
 
-#: Example keys are ``f"{split}:{line:0{_KEY_DIGITS}d}"``: with ``disable_shuffling`` TFDS
-#: sorts examples by key as strings, so the line number is zero-padded to keep file order
+#: Example keys are ``f"{split}:{line:0{_KEY_DIGITS}d}"``. With ``disable_shuffling`` TFDS
+#: documents that examples are sorted by key (as strings here), while TFDS 4.9.10 in fact
+#: replaces non-int keys by the generation index; zero-padding keeps file order under both
 #: (9 digits cover any benchmark here; YAGO3-10 train, the largest, has 1,079,040 lines).
 _KEY_DIGITS = 9
 
@@ -61,14 +62,14 @@ _CONVE_RAW = "https://raw.githubusercontent.com/TimDettmers/ConvE/master"
 _CONVE_MEMBERS: Mapping[str, str] = {"train": "train.txt", "validation": "valid.txt", "test": "test.txt"}
 
 
-def _manual_instructions(url: str, members: Mapping[str, str]) -> str:
+def _manual_instructions(url: str, members: Mapping[str, str], crlf: bool = False) -> str:
     """Build the TFDS manual-download text from the archive URL and its member paths."""
     listed = ", ".join(f"{members[split]} as {TFDS_TO_FILE_SPLIT[split]}.txt" for split in TFDS_TO_FILE_SPLIT)
+    endings = "LF or CRLF line endings (the CR is stripped)" if crlf else "LF line endings"
     return (
-        "Put three files in the manual folder: train.txt, valid.txt and test.txt, one triple "
-        "per line as head<TAB>relation<TAB>tail, UTF-8, no header. They are the members of "
-        f"{url} ({listed}); a trailing CR (CRLF line endings) is stripped only where the "
-        "builder documents it for the upstream files."
+        "Put train.txt, valid.txt and test.txt in the manual folder: one "
+        f"head<TAB>relation<TAB>tail triple per line, UTF-8, {endings}, no header. "
+        f"They are the members of {url}: {listed}."
     )
 
 
@@ -180,7 +181,7 @@ class KGTriplesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         resource = tfds.download.Resource(url=self.URL, extract_method=tfds.download.ExtractMethod.TAR_GZ)
         try:
             extracted = Path(os.fspath(dl_manager.download_and_extract(resource)))
-        except Exception as exc:  # noqa: BLE001 - requests, urllib3, TFDS and OS errors alike
+        except Exception as exc:  # requests, urllib3, TFDS checksum and extraction errors alike
             reason = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise JobiError(
                 f"{self.JOBI_NAME}: cannot download {self.URL} ({type(exc).__name__}: {reason}); "
@@ -256,7 +257,7 @@ class FB15k237(KGTriplesBuilder):
     STRIP_TRAILING_CR = True
     HOMEPAGE = "https://github.com/TimDettmers/ConvE"
     CITATION_KEYS = ("toutanova2015observed",)
-    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS)
+    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS, crlf=True)
 
 
 class FB15k(KGTriplesBuilder):

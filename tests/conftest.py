@@ -1,0 +1,77 @@
+"""Shared fixtures, all built in code (no files checked in)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jobi_tf.data.index import build_index
+from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg
+
+TINY_ENTITIES = 10
+TINY_RELATIONS = 3
+
+
+def _tiny_string_splits(seed: int = 7) -> dict[str, np.ndarray]:
+    """~10 entities, 3 relations, 30/5/5 distinct triples; valid/test entities all occur in train."""
+    rng = np.random.default_rng(seed)
+    every = np.array(
+        [(h, r, t) for h in range(TINY_ENTITIES) for r in range(TINY_RELATIONS) for t in range(TINY_ENTITIES) if h != t]
+    )
+    chosen = every[rng.permutation(len(every))]
+    # Train: first make sure every entity and relation occurs, then fill up to 30.
+    train, rest = [], []
+    seen_e, seen_r = set(), set()
+    for h, r, t in chosen:
+        if (h not in seen_e or t not in seen_e or r not in seen_r) and len(train) < 30:
+            train.append((h, r, t))
+            seen_e.update((h, t))
+            seen_r.add(r)
+        else:
+            rest.append((h, r, t))
+    while len(train) < 30:
+        train.append(rest.pop(0))
+    assert seen_e == set(range(TINY_ENTITIES)) and seen_r == set(range(TINY_RELATIONS))
+    ids = {"train": np.array(train), "valid": np.array(rest[:5]), "test": np.array(rest[5:10])}
+    ent = np.array([f"e{i}" for i in range(TINY_ENTITIES)])
+    rel = np.array([f"r{i}" for i in range(TINY_RELATIONS)])
+    return {s: np.stack([ent[a[:, 0]], rel[a[:, 1]], ent[a[:, 2]]], axis=1) for s, a in ids.items()}
+
+
+@pytest.fixture
+def tiny_splits() -> dict[str, np.ndarray]:
+    """String triples ``{"train": (30, 3), "valid": (5, 3), "test": (5, 3)}``."""
+    return _tiny_string_splits()
+
+
+@pytest.fixture
+def tiny_index(tiny_splits):
+    """``(entity_vocab, relation_vocab, KGIndex)`` of `tiny_splits`."""
+    return build_index(tiny_splits, source="tiny")
+
+
+SMALL_SPEC = SyntheticSpec(num_entities=300, num_relations=8, num_triples=3000, num_types=4, seed=3)
+
+
+@pytest.fixture(scope="session")
+def small_typed_splits() -> dict[str, np.ndarray]:
+    """String splits of a few-hundred-entity synthetic typed KG."""
+    return make_typed_kg(SMALL_SPEC)
+
+
+@pytest.fixture(scope="session")
+def small_typed_index(small_typed_splits):
+    """`KGIndex` of `small_typed_splits` (built once per session; it is immutable)."""
+    return build_index(small_typed_splits, source="synthetic")[2]
+
+
+@pytest.fixture
+def shared_datasets() -> Path:
+    """Folder of local benchmark copies from ``$JOBI_TF_DATA_DIR``; skips when unset."""
+    root = os.environ.get("JOBI_TF_DATA_DIR")
+    if not root:
+        pytest.skip("JOBI_TF_DATA_DIR not set")
+    return Path(root)

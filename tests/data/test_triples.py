@@ -1,0 +1,149 @@
+"""read_triples / read_split_folder: good files parse, bad files give one-line errors naming file:line."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jobi_tf.data.triples import read_split_folder, read_triples
+from jobi_tf.errors import DatasetFormatError, JobiError
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _assert_one_line_error(exc: DatasetFormatError, path: Path, line: int | None) -> str:
+    msg = str(exc)
+    assert "\n" not in msg and "\r" not in msg, msg
+    assert isinstance(exc, JobiError)
+    if line is None:
+        assert msg.startswith(f"{path}: "), msg
+    else:
+        assert f"{path}:{line}:" in msg, msg
+        assert exc.line == line
+    assert exc.path == str(path)
+    return msg
+
+
+def test_good_file_parses_in_order(tmp_path):
+    rng = np.random.default_rng(0)
+    labels = np.array(["a", "b c", "Zürich", "/m/0x", "ent_9", "日本"])
+    rows = labels[rng.integers(len(labels), size=(25, 3))]
+    text = "".join("\t".join(r) + "\n" for r in rows)
+    got = read_triples(_write(tmp_path / "train.txt", text.encode("utf-8")))
+    assert got.shape == (25, 3)
+    assert got.dtype.kind == "U"
+    np.testing.assert_array_equal(got, rows)
+
+
+def test_file_without_final_newline(tmp_path):
+    got = read_triples(_write(tmp_path / "t.txt", b"a\tr\tb\nc\tr\td"))
+    np.testing.assert_array_equal(got, [["a", "r", "b"], ["c", "r", "d"]])
+
+
+@pytest.mark.parametrize(
+    "data, line, needle",
+    [
+        (b"a\tr\tb\nc\tr\n", 2, "got 2"),
+        (b"a\tr\tb\nx\ty\tz\nc\tr\td\te\n", 3, "got 4"),
+        (b"a\tr\tb\na\t\tb\n", 2, "empty field"),
+        (b"\tr\tb\n", 1, "empty field"),
+        (b"\xef\xbb\xbfa\tr\tb\n", 1, "byte-order mark"),
+        (b"a\tr\tb\r\nc\tr\td\r\n", 1, "CRLF"),
+        (b"a\tr\tb\nc\tr\td\r\n", 2, "CRLF"),
+        (b"a\tr\tb\nc\tr\td\ne\tr\t\xff\xfe\n", 3, "UTF-8"),
+        (b"a\tr\tb\nc\tr\td\ne\tr\tf\x00\n", 3, "NUL"),
+    ],
+)
+def test_malformed_lines_name_file_and_line(tmp_path, data, line, needle):
+    path = _write(tmp_path / "valid.txt", data)
+    with pytest.raises(DatasetFormatError) as info:
+        read_triples(path)
+    msg = _assert_one_line_error(info.value, path, line)
+    assert needle.lower() in msg.lower()
+
+
+@pytest.mark.parametrize("data", [b"", b"\n\n", b"  \n"])
+def test_empty_file(tmp_path, data):
+    path = _write(tmp_path / "test.txt", data)
+    with pytest.raises(DatasetFormatError) as info:
+        read_triples(path)
+    msg = _assert_one_line_error(info.value, path, None)
+    assert "empty" in msg
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.txt"
+    with pytest.raises(DatasetFormatError) as info:
+        read_triples(path)
+    assert "not found" in _assert_one_line_error(info.value, path, None)
+
+
+def test_directory(tmp_path):
+    path = tmp_path / "train.txt"
+    path.mkdir()
+    with pytest.raises(DatasetFormatError) as info:
+        read_triples(path)
+    assert "directory" in _assert_one_line_error(info.value, path, None)
+
+
+def test_invalid_utf8_line_number_counts_lines_before_the_bad_byte(tmp_path):
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        n = int(rng.integers(1, 30))
+        bad = int(rng.integers(n))
+        lines = [f"h{i}\tr\tt{i}".encode() for i in range(n)]
+        lines[bad] = lines[bad][:-1] + b"\xc3\x28"  # invalid continuation byte
+        path = _write(tmp_path / "x.txt", b"\n".join(lines) + b"\n")
+        with pytest.raises(DatasetFormatError) as info:
+            read_triples(path)
+        _assert_one_line_error(info.value, path, bad + 1)
+
+
+def test_duplicates_are_kept_with_a_warning(tmp_path, caplog):
+    data = b"a\tr\tb\nc\tr\td\na\tr\tb\ne\tr\tf\nc\tr\td\na\tr\tb\n"
+    path = _write(tmp_path / "train.txt", data)
+    with caplog.at_level(logging.WARNING, logger="jobi_tf.data.triples"):
+        got = read_triples(path)
+    assert got.shape == (6, 3)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    msg = warnings[0].getMessage()
+    assert f"{path}:3:" in msg  # first repeated line
+    assert "3 duplicate" in msg
+
+
+def test_no_warning_without_duplicates(tmp_path, caplog):
+    path = _write(tmp_path / "train.txt", b"a\tr\tb\nb\tr\ta\na\ts\tb\n")
+    with caplog.at_level(logging.WARNING):
+        read_triples(path)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_read_split_folder(tmp_path, tiny_splits):
+    for split, rows in tiny_splits.items():
+        (tmp_path / f"{split}.txt").write_text("".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
+    got = read_split_folder(tmp_path)
+    assert set(got) == {"train", "valid", "test"}
+    for split in got:
+        np.testing.assert_array_equal(got[split], tiny_splits[split])
+
+
+def test_read_split_folder_missing_folder(tmp_path):
+    folder = tmp_path / "missing"
+    with pytest.raises(DatasetFormatError) as info:
+        read_split_folder(folder)
+    assert "not found" in _assert_one_line_error(info.value, folder, None)
+
+
+def test_read_split_folder_missing_split_names_the_file(tmp_path):
+    (tmp_path / "train.txt").write_bytes(b"a\tr\tb\n")
+    (tmp_path / "valid.txt").write_bytes(b"a\tr\tb\n")
+    with pytest.raises(DatasetFormatError) as info:
+        read_split_folder(tmp_path)
+    _assert_one_line_error(info.value, tmp_path / "test.txt", None)

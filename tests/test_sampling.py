@@ -1,0 +1,335 @@
+"""NegativeSampler and make_train_dataset against NumPy / brute-force references."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from jobi_tf.config import SamplerConfig
+from jobi_tf.errors import ConfigError
+from jobi_tf.sampling import NegativeSampler, make_train_dataset, steps_per_epoch
+
+
+def _pools(index):
+    """Brute-force training heads/tails per relation, as Python sets."""
+    heads = {r: set() for r in range(index.num_relations)}
+    tails = {r: set() for r in range(index.num_relations)}
+    for h, r, t in index.train.tolist():
+        heads[r].add(h)
+        tails[r].add(t)
+    return heads, tails
+
+
+def _batch(index, size, seed=0):
+    rng = np.random.default_rng(seed)
+    return index.train[rng.choice(len(index.train), size=size, replace=False)]
+
+
+def _np(features):
+    return {k: v.numpy() for k, v in features.items()}
+
+
+def _take(ds, n):
+    return [_np(x) for x in itertools.islice(iter(ds), n)]
+
+
+def _assert_same_features(a, b):
+    assert set(a) == set(b)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+# -- per-triple negatives ------------------------------------------------------------------
+
+
+def test_dataset_shapes_and_dtypes(small_typed_index):
+    cfg = SamplerConfig(batch_size=32, neg=7, p=0.3)
+    (x,) = _take(make_train_dataset(small_typed_index, cfg, seed=1), 1)
+    assert set(x) == {"triples", "candidates", "corrupt_tail", "biased", "valid_negative", "pair_labels"}
+    assert x["triples"].shape == (32, 3) and x["triples"].dtype == np.int32
+    for k, dtype in [
+        ("candidates", np.int32),
+        ("corrupt_tail", np.bool_),
+        ("biased", np.bool_),
+        ("valid_negative", np.bool_),
+        ("pair_labels", np.float32),
+    ]:
+        assert x[k].shape == (32, 7), k
+        assert x[k].dtype == dtype, k
+    assert x["candidates"].min() >= 0 and x["candidates"].max() < small_typed_index.num_entities
+
+
+@pytest.fixture(scope="module")
+def big_draw(small_typed_index):
+    """One batch of 256 positives x 100 negatives (25.6k draws) at p = 0.3."""
+    index = small_typed_index
+    triples = _batch(index, 256)
+    sampler = NegativeSampler(index, SamplerConfig(batch_size=256, neg=100, p=0.3), seed=5)
+    return triples, _np(sampler(tf.constant(triples), tf.constant(17, tf.int64)))
+
+
+def test_candidates_are_entity_ids(big_draw, small_typed_index):
+    _, x = big_draw
+    assert x["candidates"].min() >= 0
+    assert x["candidates"].max() < small_typed_index.num_entities
+    # Uniform draws reach (almost) every entity with 25k draws over 300 entities.
+    assert len(np.unique(x["candidates"][~x["biased"]])) > 0.95 * small_typed_index.num_entities
+
+
+def test_share_of_biased_draws_is_p(big_draw):
+    _, x = big_draw
+    n, p = x["biased"].size, 0.3
+    std = np.sqrt(p * (1 - p) / n)
+    assert abs(x["biased"].mean() - p) < 5 * std, x["biased"].mean()
+
+
+def test_head_tail_coin_is_fair(big_draw):
+    _, x = big_draw
+    n = x["corrupt_tail"].size
+    assert abs(x["corrupt_tail"].mean() - 0.5) < 5 * np.sqrt(0.25 / n)
+    # And independent of the biased coin: both sides get biased draws at about rate p.
+    for side in (True, False):
+        sel = x["corrupt_tail"] == side
+        assert abs(x["biased"][sel].mean() - 0.3) < 5 * np.sqrt(0.21 / sel.sum())
+
+
+def test_p_zero_gives_no_biased_draws(small_typed_index):
+    triples = _batch(small_typed_index, 128)
+    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=128, neg=50, p=0.0), seed=5)
+    x = _np(sampler(tf.constant(triples), tf.constant(3, tf.int64)))
+    assert not x["biased"].any()
+    # Uniform draws: pair labels are then a mix, and about |pool| / E of them are 1.
+    assert 0 < x["pair_labels"].mean() < 0.6
+
+
+def test_p_one_gives_only_biased_draws(small_typed_index):
+    triples = _batch(small_typed_index, 64)
+    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=64, neg=20, p=1.0), seed=2)
+    x = _np(sampler(tf.constant(triples), tf.constant(0, tf.int64)))
+    assert x["biased"].all()
+    np.testing.assert_array_equal(x["pair_labels"], 1.0)
+
+
+def test_biased_candidates_come_from_the_relations_training_pool(big_draw, small_typed_index):
+    triples, x = big_draw
+    heads, tails = _pools(small_typed_index)
+    checked = 0
+    for i, k in zip(*np.nonzero(x["biased"]), strict=True):
+        rel = int(triples[i, 1])
+        pool = tails[rel] if x["corrupt_tail"][i, k] else heads[rel]
+        assert int(x["candidates"][i, k]) in pool, (i, k)
+        checked += 1
+    assert checked > 1000
+
+
+def test_biased_draws_are_uniform_over_the_pool(small_typed_index):
+    index = small_typed_index
+    heads, tails = _pools(index)
+    rel = 3
+    rows = index.train[index.train[:, 1] == rel]
+    triples = rows[np.arange(64) % len(rows)]
+    sampler = NegativeSampler(index, SamplerConfig(batch_size=64, neg=200, p=1.0), seed=8)
+    x = _np(sampler(tf.constant(triples), tf.constant(1, tf.int64)))
+    for side, pool in ((True, tails[rel]), (False, heads[rel])):
+        drawn = x["candidates"][x["corrupt_tail"] == side]
+        assert set(drawn.tolist()) == pool  # every pool member is reached, nothing else
+        counts = np.array([np.sum(drawn == e) for e in sorted(pool)], np.float64)
+        expected = len(drawn) / len(pool)
+        chi2 = np.sum((counts - expected) ** 2 / expected)
+        dof = len(pool) - 1
+        assert chi2 < dof + 5 * np.sqrt(2 * dof), chi2
+
+
+def test_pair_labels_equal_the_numpy_reference(big_draw, small_typed_index):
+    triples, x = big_draw
+    rel = np.broadcast_to(triples[:, 1:2], x["candidates"].shape)
+    expected = small_typed_index.pair_labels(rel, x["candidates"], x["corrupt_tail"])
+    np.testing.assert_array_equal(x["pair_labels"], expected)
+    assert np.all(x["pair_labels"][x["biased"]] == 1.0)
+    assert np.any(x["pair_labels"][~x["biased"]] == 0.0)
+    assert np.any(x["pair_labels"][~x["biased"]] == 1.0)
+
+
+def test_pair_labels_on_arbitrary_inputs(small_typed_index):
+    index = small_typed_index
+    rng = np.random.default_rng(9)
+    rel = rng.integers(index.num_relations, size=(40, 9)).astype(np.int32)
+    ent = rng.integers(index.num_entities, size=(40, 9)).astype(np.int32)
+    # Include the largest keys and the extreme ids so the searchsorted clipping is exercised.
+    rel[0, :] = index.num_relations - 1
+    ent[0, :] = [0, index.num_entities - 1] * 4 + [index.num_entities - 1]
+    tail = rng.random((40, 9)) < 0.5
+    got = NegativeSampler(index, SamplerConfig()).pair_labels(tf.constant(rel), tf.constant(ent), tf.constant(tail))
+    np.testing.assert_array_equal(got.numpy(), index.pair_labels(rel, ent, tail))
+
+
+def test_valid_negative_is_false_exactly_where_the_candidate_is_the_replaced_entity(big_draw):
+    triples, x = big_draw
+    replaced = np.where(x["corrupt_tail"], triples[:, 2:3], triples[:, 0:1])
+    np.testing.assert_array_equal(x["valid_negative"], x["candidates"] != replaced)
+    assert not x["valid_negative"].all()  # some collisions happen with 25k draws from small pools
+
+
+def test_same_seed_and_step_give_identical_features(small_typed_index):
+    triples = tf.constant(_batch(small_typed_index, 32))
+    cfg = SamplerConfig(batch_size=32, neg=10, p=0.4)
+    a = _np(NegativeSampler(small_typed_index, cfg, seed=3)(triples, tf.constant(8, tf.int64)))
+    b = _np(NegativeSampler(small_typed_index, cfg, seed=3)(triples, tf.constant(8, tf.int64)))
+    _assert_same_features(a, b)
+    c = _np(NegativeSampler(small_typed_index, cfg, seed=3)(triples, tf.constant(9, tf.int64)))
+    d = _np(NegativeSampler(small_typed_index, cfg, seed=4)(triples, tf.constant(8, tf.int64)))
+    for other in (c, d):
+        assert not np.array_equal(a["candidates"], other["candidates"])
+        assert not np.array_equal(a["corrupt_tail"], other["corrupt_tail"])
+
+
+# -- the dataset ---------------------------------------------------------------------------
+
+
+def test_an_epoch_covers_distinct_training_triples(small_typed_index):
+    index = small_typed_index
+    cfg = SamplerConfig(batch_size=300, neg=2, p=0.5)
+    steps = steps_per_epoch(index, cfg.batch_size)
+    assert steps == len(index.train) // 300
+    batches = _take(make_train_dataset(index, cfg, seed=0), 2 * steps)
+    train = {tuple(x) for x in index.train.tolist()}
+    assert len(train) == len(index.train)  # the synthetic graph has no duplicate triples
+    epochs = []
+    for e in range(2):
+        rows = [tuple(x) for b in batches[e * steps : (e + 1) * steps] for x in b["triples"].tolist()]
+        assert len(rows) == steps * cfg.batch_size
+        assert len(set(rows)) == len(rows), "a triple appears twice within an epoch"
+        assert set(rows) <= train
+        epochs.append(rows)
+    assert epochs[0] != epochs[1], "each epoch has its own order"
+
+
+def test_dataset_negatives_are_keyed_on_the_global_step(small_typed_index):
+    index = small_typed_index
+    cfg = SamplerConfig(batch_size=500, neg=5, p=0.3)
+    steps = steps_per_epoch(index, cfg.batch_size)
+    batches = _take(make_train_dataset(index, cfg, seed=6), steps + 2)
+    sampler = NegativeSampler(index, cfg, seed=6)
+    for step in (0, 1, steps, steps + 1):
+        direct = _np(sampler(tf.constant(batches[step]["triples"]), tf.constant(step, tf.int64)))
+        _assert_same_features(batches[step], direct)
+
+
+def test_resume_at_an_epoch_gives_the_same_batches(small_typed_index):
+    index = small_typed_index
+    cfg = SamplerConfig(batch_size=500, neg=6, p=0.25)
+    steps = steps_per_epoch(index, cfg.batch_size)
+    fresh = _take(make_train_dataset(index, cfg, seed=2), 2 * steps + 1)
+    resumed = _take(make_train_dataset(index, cfg, seed=2, initial_epoch=1), steps + 1)
+    for a, b in zip(fresh[steps:], resumed, strict=True):
+        _assert_same_features(a, b)
+    assert not np.array_equal(fresh[0]["triples"], fresh[steps]["triples"])
+    other_seed = _take(make_train_dataset(index, cfg, seed=3), 1)[0]
+    assert not np.array_equal(other_seed["triples"], fresh[0]["triples"])
+
+
+def test_dataset_ends_after_the_last_epoch(small_typed_index):
+    cfg = SamplerConfig(batch_size=1000, neg=1)
+    steps = steps_per_epoch(small_typed_index, cfg.batch_size)
+    got = list(make_train_dataset(small_typed_index, cfg, initial_epoch=2, epochs=4))
+    assert len(got) == 2 * steps
+
+
+def test_steps_per_epoch_rejects_a_batch_larger_than_train(small_typed_index):
+    n = len(small_typed_index.train)
+    assert steps_per_epoch(small_typed_index, n) == 1
+    assert steps_per_epoch(small_typed_index, 7) == n // 7
+    with pytest.raises(ConfigError) as info:
+        steps_per_epoch(small_typed_index, n + 1)
+    assert "--batch-size" in str(info.value) and str(n) in str(info.value)
+    with pytest.raises(ConfigError):
+        make_train_dataset(small_typed_index, SamplerConfig(batch_size=n + 1))
+
+
+def test_global_batch_size_overrides_the_config(small_typed_index):
+    (x,) = _take(make_train_dataset(small_typed_index, SamplerConfig(batch_size=8, neg=3), global_batch_size=24), 1)
+    assert x["triples"].shape == (24, 3) and x["candidates"].shape == (24, 3)
+
+
+# -- shared negatives ----------------------------------------------------------------------
+
+
+def _expand_shared(x, c):
+    cand = np.concatenate([x["candidates"], np.repeat(x["shared_candidates"], c, axis=0)], axis=1)
+    tail = np.concatenate([x["corrupt_tail"], np.repeat(x["shared_corrupt_tail"], c, axis=0)], axis=1)
+    return cand, tail
+
+
+@pytest.mark.parametrize("p, neg", [(0.3, 20), (0.5, 7), (0.0, 6)])
+def test_shared_negatives(small_typed_index, p, neg):
+    index = small_typed_index
+    b, c = 64, 16
+    cfg = SamplerConfig(batch_size=b, neg=neg, p=p, shared_negatives=c)
+    (x,) = _take(make_train_dataset(index, cfg, seed=4), 1)
+    k_b = int(round(p * neg))
+    k_u = neg - k_b
+    assert x["candidates"].shape == (b, k_b) and x["corrupt_tail"].shape == (b, k_b)
+    assert x["shared_candidates"].shape == (b // c, k_u) and x["shared_corrupt_tail"].shape == (b // c, k_u)
+    assert x["pair_labels"].shape == (b, neg) and x["valid_negative"].shape == (b, neg)
+    assert x["candidates"].dtype == np.int32 and x["shared_candidates"].dtype == np.int32
+    assert x["pair_labels"].dtype == np.float32 and x["valid_negative"].dtype == np.bool_
+    assert x["shared_candidates"].min() >= 0 and x["shared_candidates"].max() < index.num_entities
+
+    triples = x["triples"]
+    heads, tails = _pools(index)
+    # The per-triple negatives are all biased: from the relation's pool.
+    for i, k in itertools.product(range(b), range(k_b)):
+        pool = tails if x["corrupt_tail"][i, k] else heads
+        assert int(x["candidates"][i, k]) in pool[int(triples[i, 1])]
+    # The shared ones differ between chunks (one draw per chunk, not one per batch).
+    if k_u >= 5:
+        assert len({tuple(row) for row in x["shared_candidates"].tolist()}) == b // c
+
+    cand, tail = _expand_shared(x, c)
+    rel = np.broadcast_to(triples[:, 1:2], cand.shape)
+    np.testing.assert_array_equal(x["pair_labels"], index.pair_labels(rel, cand, tail))
+    np.testing.assert_array_equal(x["pair_labels"][:, :k_b], 1.0)
+    replaced = np.where(tail, triples[:, 2:3], triples[:, 0:1])
+    np.testing.assert_array_equal(x["valid_negative"], cand != replaced)
+
+
+def test_shared_negatives_are_deterministic_per_step(small_typed_index):
+    cfg = SamplerConfig(batch_size=40, neg=10, p=0.2, shared_negatives=8)
+    triples = tf.constant(_batch(small_typed_index, 40))
+    a = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, tf.constant(5, tf.int64)))
+    b = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, tf.constant(5, tf.int64)))
+    _assert_same_features(a, b)
+    c = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, tf.constant(6, tf.int64)))
+    assert not np.array_equal(a["shared_candidates"], c["shared_candidates"])
+
+
+# -- full softmax --------------------------------------------------------------------------
+
+
+def test_full_softmax_dense_pair_labels(small_typed_index):
+    index = small_typed_index
+    cfg = SamplerConfig(batch_size=16, neg=1)
+    (x,) = _take(make_train_dataset(index, cfg, seed=0, full_softmax=True, joint=True), 1)
+    assert set(x) == {"triples", "pair_labels_tail", "pair_labels_head"}
+    e = index.num_entities
+    heads, tails = _pools(index)
+    exp_tail = np.zeros((16, e), np.float32)
+    exp_head = np.zeros((16, e), np.float32)
+    for i, rel in enumerate(x["triples"][:, 1].tolist()):
+        exp_tail[i, sorted(tails[rel])] = 1.0
+        exp_head[i, sorted(heads[rel])] = 1.0
+    assert x["pair_labels_tail"].dtype == np.float32
+    np.testing.assert_array_equal(x["pair_labels_tail"], exp_tail)
+    np.testing.assert_array_equal(x["pair_labels_head"], exp_head)
+    # Each row's own positive is, by construction, a training pair.
+    rows = np.arange(16)
+    assert np.all(x["pair_labels_tail"][rows, x["triples"][:, 2]] == 1.0)
+    assert np.all(x["pair_labels_head"][rows, x["triples"][:, 0]] == 1.0)
+
+
+def test_full_softmax_without_joint_yields_only_positives(small_typed_index):
+    (x,) = _take(make_train_dataset(small_typed_index, SamplerConfig(batch_size=16), full_softmax=True), 1)
+    assert set(x) == {"triples"} and x["triples"].shape == (16, 3)
