@@ -23,10 +23,9 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import data_dir, emit, peak_rss_gib  # noqa: E402
-
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from _common import data_dir, emit, peak_rss_gib  # noqa: E402
 
 from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
@@ -65,19 +64,21 @@ def main() -> None:
         start = time.perf_counter()
         bare_matmuls(model, index.test, args.eval_batch_size)
         ref.append(time.perf_counter() - start)
-    emit({
-        "bench": "eval_speed",
-        "metric": "seconds for the filtered FB15k-237 test evaluation (median)",
-        "value": round(statistics.median(times), 2),
-        "runs": [round(t, 2) for t in times],
-        "reference_bare_matmuls_s": round(statistics.median(ref), 2),
-        "ratio_to_reference": round(statistics.median(times) / statistics.median(ref), 2),
-        "queries": 2 * len(index.test),
-        "mrr": round(metrics["mrr"], 4),
-        "peak_rss_gib": round(peak_rss_gib(), 2),
-        "median_of": args.repeats,
-        "tf": tf.__version__,
-    })
+    emit(
+        {
+            "bench": "eval_speed",
+            "metric": "seconds for the filtered FB15k-237 test evaluation (median)",
+            "value": round(statistics.median(times), 2),
+            "runs": [round(t, 2) for t in times],
+            "reference_bare_matmuls_s": round(statistics.median(ref), 2),
+            "ratio_to_reference": round(statistics.median(times) / statistics.median(ref), 2),
+            "queries": 2 * len(index.test),
+            "mrr": round(metrics["mrr"], 4),
+            "peak_rss_gib": round(peak_rss_gib(), 2),
+            "median_of": args.repeats,
+            "tf": tf.__version__,
+        }
+    )
 
 
 if __name__ == "__main__":

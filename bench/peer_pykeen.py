@@ -40,23 +40,39 @@ def main() -> None:
         relation_to_id=full.relation_to_id,
     )
     model = ComplEx(
-        triples_factory=full, embedding_dim=200, loss=CrossEntropyLoss(),
-        entity_initializer="xavier_normal", relation_initializer="xavier_normal", random_seed=0,
+        triples_factory=full,
+        embedding_dim=200,
+        loss=CrossEntropyLoss(),
+        entity_initializer="xavier_normal",
+        relation_initializer="xavier_normal",
+        random_seed=0,
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
 
     def loop_for(factory):
         return SLCWATrainingLoop(
-            model=model, triples_factory=factory, optimizer=optimizer,
-            negative_sampler=BasicNegativeSampler, negative_sampler_kwargs={"num_negs_per_pos": args.neg},
+            model=model,
+            triples_factory=factory,
+            optimizer=optimizer,
+            negative_sampler=BasicNegativeSampler,
+            negative_sampler_kwargs={"num_negs_per_pos": args.neg},
         )
 
     loop_for(warm).train(triples_factory=warm, num_epochs=1, batch_size=args.batch_size, use_tqdm=False)
     start = time.perf_counter()
     loop_for(part).train(triples_factory=part, num_epochs=1, batch_size=args.batch_size, use_tqdm=False)
     rate = args.triples / (time.perf_counter() - start)
-    print(json.dumps({"bench": "peer_pykeen", "metric": "positive triples per second", "value": rate,
-                      "config": vars(args), "torch": torch.__version__}))
+    print(
+        json.dumps(
+            {
+                "bench": "peer_pykeen",
+                "metric": "positive triples per second",
+                "value": rate,
+                "config": vars(args),
+                "torch": torch.__version__,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

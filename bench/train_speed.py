@@ -28,10 +28,9 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import data_dir, emit, peak_rss_gib  # noqa: E402
-
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from _common import data_dir, emit, peak_rss_gib  # noqa: E402
 
 from jobi_tf.config import SamplerConfig  # noqa: E402
 from jobi_tf.data.index import build_index  # noqa: E402
@@ -75,13 +74,13 @@ def plain_tf(index, batch, neg, steps, repeats) -> list[float]:
             logits = tf.concat([pos, neg_s], 1)
             loss = tf.reduce_mean(tf.reduce_logsumexp(logits, 1) - logits[:, 0])
         grads = tape.gradient(loss, [ent, rel])
-        opt.apply_gradients(zip(grads, [ent, rel]))
+        opt.apply_gradients(zip(grads, [ent, rel], strict=True))
         return loss
 
     n = len(index.train)
 
     def run(k):
-        for i in range(k):
+        for _ in range(k):
             rows = tf.random.uniform([batch], 0, n, tf.int32)
             negs = tf.random.uniform([batch, neg], 0, e, tf.int32)
             step(rows, negs)
@@ -98,9 +97,21 @@ def plain_tf(index, batch, neg, steps, repeats) -> list[float]:
 def pykeen(python: str, folder: Path, batch: int, neg: int, triples: int) -> float:
     script = Path(__file__).parent / "peer_pykeen.py"
     out = subprocess.run(
-        [python, str(script), "--data-dir", str(folder), "--batch-size", str(batch), "--neg", str(neg),
-         "--triples", str(triples)],
-        capture_output=True, text=True, check=True,
+        [
+            python,
+            str(script),
+            "--data-dir",
+            str(folder),
+            "--batch-size",
+            str(batch),
+            "--neg",
+            str(neg),
+            "--triples",
+            str(triples),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])["value"]
 
@@ -121,7 +132,10 @@ def main() -> None:
     results = {}
     for name, b, k, c in configs:
         rates = ours(index, b, k, c, args.steps, args.repeats)
-        results[f"{name} {b}x{k}"] = {"median_pos_per_s": round(statistics.median(rates)), "runs": [round(r) for r in rates]}
+        results[f"{name} {b}x{k}"] = {
+            "median_pos_per_s": round(statistics.median(rates)),
+            "runs": [round(r) for r in rates],
+        }
     ref = plain_tf(index, 500, 50, args.steps, args.repeats)
     record = {
         "bench": "train_speed",
@@ -141,7 +155,9 @@ def main() -> None:
         record["ratio_to_pykeen_500x50"] = round(
             results["per-triple 500x50"]["median_pos_per_s"] / statistics.median(peer), 2
         )
-    record.update(peak_rss_gib=round(peak_rss_gib(), 2), tf=tf.__version__, keras=keras.__version__, cpus=os.cpu_count())
+    record.update(
+        peak_rss_gib=round(peak_rss_gib(), 2), tf=tf.__version__, keras=keras.__version__, cpus=os.cpu_count()
+    )
     emit(record)
 
 

@@ -6,9 +6,9 @@ import dataclasses
 import json
 
 import click
-
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors
 from jobi_tf.cli.options import eval_options
+
 from jobi_tf.config import EvalConfig
 
 __all__ = ["evaluate"]
@@ -18,8 +18,9 @@ __all__ = ["evaluate"]
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--split", type=click.Choice(["test", "valid", "train"]), default="test", show_default=True)
 @click.option("--tails-only", is_flag=True, help="Rank tails only (the paper's comparison with TypeComplex).")
-@click.option("--per-relation/--no-per-relation", default=False, show_default=True,
-              help="Include the per-relation breakdown.")
+@click.option(
+    "--per-relation/--no-per-relation", default=False, show_default=True, help="Include the per-relation breakdown."
+)
 @eval_options
 @click.pass_context
 @reports_errors

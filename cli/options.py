@@ -16,10 +16,10 @@ def eval_options(fn):
         show_default=True,
         help="How ties count: realistic is the mean of optimistic and pessimistic.",
     )(fn)
-    fn = click.option(
-        "--chunk-size", type=int, default=100_000, show_default=True, help="Entities per score block."
-    )(fn)
-    fn = click.option(
-        "--eval-batch-size", type=int, default=1000, show_default=True, help="Queries per score block."
-    )(fn)
+    fn = click.option("--chunk-size", type=int, default=100_000, show_default=True, help="Entities per score block.")(
+        fn
+    )
+    fn = click.option("--eval-batch-size", type=int, default=1000, show_default=True, help="Queries per score block.")(
+        fn
+    )
     return fn

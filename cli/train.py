@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import click
-
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors
 from jobi_tf.cli.options import eval_options
+
 from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 
 __all__ = ["train"]
@@ -21,38 +21,73 @@ def _default_out(cfg: RunConfig) -> Path:
 
 
 @click.command()
-@click.option("--dataset", default=None, metavar="NAME",
-              help="fb15k-237, fb15k, wn18rr, yago3-10, kinship, umls, nations, or synthetic "
-                   "(the default when --data-dir is not given either).")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder with train.txt, valid.txt, test.txt; with --dataset, its offline local copy.")
+@click.option(
+    "--dataset",
+    default=None,
+    metavar="NAME",
+    help="fb15k-237, fb15k, wn18rr, yago3-10, kinship, umls, nations, or synthetic "
+    "(the default when --data-dir is not given either).",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder with train.txt, valid.txt, test.txt; with --dataset, its offline local copy.",
+)
 @click.option("--model", type=click.Choice(["complex", "distmult", "simple"]), default="complex", show_default=True)
-@click.option("--dim", type=int, default=200, show_default=True,
-              help="Components per part (ComplEx 200 = 200 real + 200 imaginary).")
+@click.option(
+    "--dim",
+    type=int,
+    default=200,
+    show_default=True,
+    help="Components per part (ComplEx 200 = 200 real + 200 imaginary).",
+)
 @click.option("--batch-size", type=int, default=500, show_default=True, help="Positive triples per step.")
 @click.option("--neg", type=int, default=50, show_default=True, help="Negatives per positive.")
-@click.option("--p", "p", type=float, default=0.0, show_default=True,
-              help="Probability of drawing a negative from the relation's training heads/tails (biased).")
+@click.option(
+    "--p",
+    "p",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Probability of drawing a negative from the relation's training heads/tails (biased).",
+)
 @click.option("--joint/--no-joint", default=False, show_default=True, help="Add JoBi's pair head.")
 @click.option("--alpha", type=float, default=0.5, show_default=True, help="Weight of the pair loss.")
-@click.option("--loss", type=click.Choice(["sampled-softmax", "full-softmax"]), default="sampled-softmax",
-              show_default=True)
-@click.option("--shared-negatives", type=int, default=0, show_default=True, metavar="C",
-              help="Share the uniform negatives within chunks of C positives (0 = per triple).")
+@click.option(
+    "--loss", type=click.Choice(["sampled-softmax", "full-softmax"]), default="sampled-softmax", show_default=True
+)
+@click.option(
+    "--shared-negatives",
+    type=int,
+    default=0,
+    show_default=True,
+    metavar="C",
+    help="Share the uniform negatives within chunks of C positives (0 = per triple).",
+)
 @click.option("--optimizer", type=click.Choice(["adam", "adagrad"]), default="adam", show_default=True)
 @click.option("--lr", type=float, default=0.001, show_default=True, help="Learning rate.")
 @click.option("--epochs", type=int, default=200, show_default=True, help="Maximum epochs.")
 @click.option("--eval-every", type=int, default=5, show_default=True, help="Validate every N epochs.")
-@click.option("--patience", type=int, default=3, show_default=True,
-              help="Stop after this many validations without better validation Hits@10.")
+@click.option(
+    "--patience",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Stop after this many validations without better validation Hits@10.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--jit/--no-jit", default=True, show_default=True, help="Compile the train step with XLA.")
 @click.option("--synthetic-entities", type=int, default=2000, show_default=True)
 @click.option("--synthetic-relations", type=int, default=24, show_default=True)
 @click.option("--synthetic-triples", type=int, default=40000, show_default=True)
 @eval_options
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Run folder (rerun the same command to resume). Default: runs/<dataset>-<model>-...")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Run folder (rerun the same command to resume). Default: runs/<dataset>-<model>-...",
+)
 @click.pass_context
 @reports_errors
 def train(ctx: click.Context, **flags) -> None:

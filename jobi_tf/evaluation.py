@@ -80,6 +80,7 @@ class FilteredEvaluator:
         self.cfg = cfg or EvalConfig()
         self.relation_labels = relation_labels
         self._count = tf.function(_count_above, reduce_retracing=True)
+        self._read = tf.function(_read_target_scores, reduce_retracing=True)
 
     def ranks(self, model, triples: np.ndarray, *, tails_only: bool = False, progress: bool = False) -> Ranks:
         """Filtered ranks of ``triples`` (int ``(N, 3)``) under ``model``'s triple head.
@@ -91,7 +92,9 @@ class FilteredEvaluator:
         r = np.int64(self.index.num_relations)
         dirs = [(True, self.index.known_tails, triples[:, HEAD] * r + triples[:, RELATION], triples[:, TAIL])]
         if not tails_only:
-            dirs.insert(0, (False, self.index.known_heads, triples[:, TAIL] * r + triples[:, RELATION], triples[:, HEAD]))
+            dirs.insert(
+                0, (False, self.index.known_heads, triples[:, TAIL] * r + triples[:, RELATION], triples[:, HEAD])
+            )
         n_batches = sum(-(-len(triples) // self.cfg.eval_batch_size) for _ in dirs)
         bar = _progress_bar(n_batches) if progress else None
         greater, equal = [], []
@@ -117,16 +120,30 @@ class FilteredEvaluator:
         else:
             q = model.head_queries(triples[:, RELATION], triples[:, TAIL])
         table = model.entity_embeddings
-        target_scores = tf.reduce_sum(q * tf.gather(table, targets), axis=-1)
         rows, cols = known.lookup(keys)  # every known answer, the true one included
+        n, chunk = self.index.num_entities, self.cfg.chunk_size
+        blocks = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+        targets = np.asarray(targets, np.int64)
+        # The true entity's score must come out of the same matmul as its rivals' (a dot
+        # product summed in another order rounds differently and breaks exact ties). With
+        # one block it is read during counting; with several, a first pass reads it.
+        if len(blocks) == 1:
+            target_scores, target_cols = tf.zeros(len(triples), table.dtype), targets
+        else:
+            target_scores = np.zeros(len(triples), np.float32)
+            for lo, hi in blocks:
+                inside = (targets >= lo) & (targets < hi)
+                if inside.any():
+                    block = self._read(q, table[lo:hi], tf.constant(np.where(inside, targets - lo, 0), tf.int32))
+                    target_scores[inside] = block.numpy()[inside]
+            target_cols = np.full(len(triples), -1)
         greater = np.zeros(len(triples), np.float64)
         equal = np.zeros(len(triples), np.float64)
-        n = self.index.num_entities
-        for lo in range(0, n, self.cfg.chunk_size):
-            hi = min(lo + self.cfg.chunk_size, n)
+        for lo, hi in blocks:
             inside = (cols >= lo) & (cols < hi)
-            filt = np.stack([rows[inside], cols[inside] - lo], axis=1).astype(np.int32)
-            g, e = self._count(q, target_scores, table[lo:hi], tf.constant(filt.reshape(-1, 2)))
+            filt = np.stack([rows[inside], cols[inside] - lo], axis=1).astype(np.int32).reshape(-1, 2)
+            cols_in_block = np.where(target_cols >= 0, target_cols - lo, -1).astype(np.int32)
+            g, e = self._count(q, table[lo:hi], tf.constant(filt), target_scores, tf.constant(cols_in_block))
             greater += g.numpy()
             equal += e.numpy()
         return greater, equal
@@ -152,20 +169,32 @@ class FilteredEvaluator:
         return out
 
 
-def _count_above(q: tf.Tensor, target_scores: tf.Tensor, entities: tf.Tensor, filtered: tf.Tensor):
+def _count_above(q, entities, filtered, target_scores, target_cols):
     """Per query, how many unfiltered entities of a block score above / equal to the target.
 
     Args:
         q: ``[B, W]`` queries.
-        target_scores: ``[B]`` score of each query's true entity.
         entities: ``[C, W]`` a block of the entity table.
-        filtered: int32 ``[M, 2]`` (query row, column in block) pairs to ignore.
+        filtered: int32 ``[M, 2]`` (query row, column in block) pairs to ignore; they
+            include the target itself.
+        target_scores: ``[B]`` score of each query's true entity, used where
+            ``target_cols`` is -1.
+        target_cols: int32 ``[B]`` column of the true entity in this block, or -1; where
+            given, the target's score is read from this block's score matrix.
     """
     scores = tf.matmul(q, entities, transpose_b=True)
+    read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
+    target_scores = tf.where(target_cols >= 0, read, tf.cast(target_scores, scores.dtype))
     scores = tf.tensor_scatter_nd_update(scores, filtered, tf.fill([tf.shape(filtered)[0]], -np.inf))
     greater = tf.reduce_sum(tf.cast(scores > target_scores[:, None], tf.float64), axis=1)
     equal = tf.reduce_sum(tf.cast(scores == target_scores[:, None], tf.float64), axis=1)
     return greater, equal
+
+
+def _read_target_scores(q, entities, target_cols):
+    """``[B]`` scores at ``target_cols`` of this block's score matrix (first pass, several blocks)."""
+    scores = tf.matmul(q, entities, transpose_b=True)
+    return tf.gather(scores, target_cols, axis=1, batch_dims=1)
 
 
 def _progress_bar(total: int):

@@ -94,9 +94,8 @@ class EvaluationCallback(keras.callbacks.Callback):
         done = epoch + 1
         if done % self.eval_every:
             return
-        for key, value in logs.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                return  # TerminateOnNaN stops the run; never checkpoint non-finite weights
+        if any(isinstance(v, float) and not math.isfinite(v) for v in logs.values()):
+            return  # TerminateOnNaN stops the run; never checkpoint non-finite weights
         metrics = self.evaluator.evaluate(self.model, "valid")
         for k in ("mrr", "hits@1", "hits@3", "hits@10"):
             logs["val_" + k.replace("@", "_at_")] = metrics[k]
@@ -280,4 +279,3 @@ def load_run(run_dir: str | Path) -> tuple[RunConfig, JoBiModel, FilteredEvaluat
     model = build_model(index, cfg)
     load_weights(weights, model)
     return cfg, model, FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
-

@@ -92,7 +92,8 @@ def test_load_run_rebuilds_the_best_model(tmp_path):
 
 
 def test_full_softmax_joint_training_runs(tmp_path):
-    cfg = dataclasses.replace(_cfg(epochs=1), train=TrainConfig(
-        epochs=1, eval_every=1, loss="full-softmax", jit_compile=False))
+    cfg = dataclasses.replace(
+        _cfg(epochs=1), train=TrainConfig(epochs=1, eval_every=1, loss="full-softmax", jit_compile=False)
+    )
     result = train(cfg, tmp_path / "run", verbose=0)
     assert "pair_loss" in result.metrics["history"][0]

@@ -182,13 +182,19 @@ def _warn_unseen(index: KGIndex, source: str) -> None:
     seen[index.train[:, [HEAD, TAIL]].ravel()] = True
     for split in ("valid", "test"):
         triples = index.split(split)
-        unseen = np.unique(triples[:, [HEAD, TAIL]].ravel()[~seen[triples[:, [HEAD, TAIL]].ravel()]])
+        ends = triples[:, [HEAD, TAIL]].ravel()
+        unseen = np.unique(ends[~seen[ends]])
         if len(unseen):
             affected = int((~seen[triples[:, HEAD]] | ~seen[triples[:, TAIL]]).sum())
             logger.warning(
-                "%s/%s: %d entities never seen in train (%d triples affected); they are ranked with untrained embeddings",
-                source, split, len(unseen), affected,
+                "%s/%s: %d entities never seen in train (%d triples affected); ranked with untrained embeddings",
+                source,
+                split,
+                len(unseen),
+                affected,
             )
         rel_seen = np.isin(triples[:, RELATION], index.train[:, RELATION])
         if not rel_seen.all():
-            logger.warning("%s/%s: %d triples use a relation never seen in train", source, split, int((~rel_seen).sum()))
+            logger.warning(
+                "%s/%s: %d triples use a relation never seen in train", source, split, int((~rel_seen).sum())
+            )

@@ -53,16 +53,12 @@ def parse_triples_text(data: bytes, path: str | os.PathLike[str]) -> np.ndarray:
     if not data.strip():
         raise DatasetFormatError(path, "file is empty, expected at least one triple")
     if data.startswith(_BOM):
-        raise DatasetFormatError(
-            path, "starts with a UTF-8 byte-order mark; save the file without BOM", line=1
-        )
+        raise DatasetFormatError(path, "starts with a UTF-8 byte-order mark; save the file without BOM", line=1)
     if b"\x00" in data:
         raise DatasetFormatError(path, "contains a NUL byte", line=data.count(b"\n", 0, data.index(b"\x00")) + 1)
     if b"\r" in data:
         line = data.count(b"\n", 0, data.index(b"\r")) + 1
-        raise DatasetFormatError(
-            path, "CR (Windows CRLF) line ending; convert the file to LF line endings", line=line
-        )
+        raise DatasetFormatError(path, "CR (Windows CRLF) line ending; convert the file to LF line endings", line=line)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -74,9 +70,7 @@ def parse_triples_text(data: bytes, path: str | os.PathLike[str]) -> np.ndarray:
     rows = [line.split("\t") for line in lines]
     for number, fields in enumerate(rows, start=1):
         if len(fields) != 3:
-            raise DatasetFormatError(
-                path, f"expected 3 tab-separated fields, got {len(fields)}", line=number
-            )
+            raise DatasetFormatError(path, f"expected 3 tab-separated fields, got {len(fields)}", line=number)
         if not (fields[0] and fields[1] and fields[2]):
             raise DatasetFormatError(path, "empty field", line=number)
     triples = np.array(rows, dtype=object).astype(str)

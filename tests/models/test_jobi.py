@@ -47,7 +47,7 @@ def test_logits_and_joint_loss_match_numpy():
     np.testing.assert_allclose(out["triple"].numpy()[valid], tri[valid], rtol=1e-5, atol=1e-6)
 
     # L_tri: NLL of the positive in a softmax over itself and its *valid* negatives.
-    l_tri = np.mean([np.log(np.sum(np.exp(row[v]))) - row[0] for row, v in zip(tri, valid)])
+    l_tri = np.mean([np.log(np.sum(np.exp(row[v]))) - row[0] for row, v in zip(tri, valid, strict=True)])
     # L_bi: mean BCE over the positive (label 1) and its negatives.
     labels = np.concatenate([np.ones((4, 1)), x["pair_labels"]], 1)
     prob = 1 / (1 + np.exp(-pair))
@@ -76,11 +76,24 @@ def test_shared_negatives_score_like_per_triple_negatives(name):
     shared_tail = rng.random((b // c, k)) < 0.5
     model = JoBiModel(num_entities=12, num_relations=3, model=name, dim=4, joint=True)
     ones = np.ones((b, k), bool)
-    as_shared = model({"triples": x["triples"], "shared_candidates": shared, "shared_corrupt_tail": shared_tail,
-                       "valid_negative": ones, "pair_labels": x["pair_labels"]})
-    as_own = model({"triples": x["triples"], "candidates": np.repeat(shared, c, 0),
-                    "corrupt_tail": np.repeat(shared_tail, c, 0), "valid_negative": ones,
-                    "pair_labels": x["pair_labels"]})
+    as_shared = model(
+        {
+            "triples": x["triples"],
+            "shared_candidates": shared,
+            "shared_corrupt_tail": shared_tail,
+            "valid_negative": ones,
+            "pair_labels": x["pair_labels"],
+        }
+    )
+    as_own = model(
+        {
+            "triples": x["triples"],
+            "candidates": np.repeat(shared, c, 0),
+            "corrupt_tail": np.repeat(shared_tail, c, 0),
+            "valid_negative": ones,
+            "pair_labels": x["pair_labels"],
+        }
+    )
     for key in ("triple", "pair"):
         np.testing.assert_allclose(as_shared[key].numpy(), as_own[key].numpy(), rtol=1e-5, atol=1e-6)
 
