@@ -73,21 +73,22 @@ def parse_triples_text(data: bytes, path: str | os.PathLike[str]) -> np.ndarray:
             raise DatasetFormatError(path, f"expected 3 tab-separated fields, got {len(fields)}", line=number)
         if not (fields[0] and fields[1] and fields[2]):
             raise DatasetFormatError(path, "empty field", line=number)
-    triples = np.array(rows, dtype=object).astype(str)
-    _warn_duplicates(triples, path)
-    return triples
+    _warn_duplicates(lines, path)
+    return np.array(rows, dtype=str)
 
 
-def _warn_duplicates(triples: np.ndarray, path: str | os.PathLike[str]) -> None:
+def _warn_duplicates(lines: list[str], path: str | os.PathLike[str]) -> None:
     """Log (do not fail) when a split repeats triples: they skew training and ranks."""
-    joined = np.char.add(np.char.add(np.char.add(triples[:, 0], "\t"), np.char.add(triples[:, 1], "\t")), triples[:, 2])
-    _, first, counts = np.unique(joined, return_index=True, return_counts=True)
-    n_dup = int((counts - 1).sum())
-    if n_dup:
-        seen = np.zeros(len(triples), dtype=bool)
-        seen[first] = True
-        line = int(np.flatnonzero(~seen)[0]) + 1
-        logger.warning("%s:%d: %d duplicate triple(s) in this split (first here); they are kept", path, line, n_dup)
+    if len(set(lines)) == len(lines):
+        return
+    seen: set[str] = set()
+    first = None
+    for number, line in enumerate(lines, start=1):
+        if line in seen and first is None:
+            first = number
+        seen.add(line)
+    n_dup = len(lines) - len(seen)
+    logger.warning("%s:%d: %d duplicate triple(s) in this split (first here); they are kept", path, first, n_dup)
 
 
 def read_split_folder(folder: str | os.PathLike[str]) -> dict[str, np.ndarray]:

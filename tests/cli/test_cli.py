@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -89,3 +90,15 @@ def test_train_then_evaluate(tmp_path):
 def test_evaluate_on_a_folder_that_is_not_a_run(tmp_path):
     result = CliRunner().invoke(main, ["evaluate", str(tmp_path)])
     assert result.exit_code == 1 and "not a run folder" in result.output
+
+
+def test_train_a_named_benchmark_from_its_local_copy(tmp_path, monkeypatch):
+    """--dataset NAME goes through the TFDS builder, offline from $JOBI_TF_DATA_DIR/<name>."""
+    if not os.environ.get("JOBI_TF_DATA_DIR"):
+        pytest.skip("JOBI_TF_DATA_DIR not set")
+    monkeypatch.setenv("JOBI_TF_TFDS_DIR", str(tmp_path / "tfds"))
+    args = ["-q", "train", "--dataset", "nations", "--dim", "8", "--batch-size", "200", "--neg", "8"]
+    args += ["--epochs", "1", "--eval-every", "1", "--no-jit", "--out", str(tmp_path / "run")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "run" / "entities.txt").read_text().count("\n") == 14  # Nations has 14 entities
