@@ -88,6 +88,12 @@ class EvaluationCallback(keras.callbacks.Callback):
         self.eval_every = eval_every
         self.patience = patience
         self.state = state  # best, best_epoch, wait, history, epoch: restored on resume
+        self._clock = (time.monotonic(), state["train_seconds"])
+
+    def elapsed(self) -> float:
+        """Training seconds of this run, over every session that worked on it."""
+        started, before = self._clock
+        return before + time.monotonic() - started
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         logs = logs if logs is not None else {}
@@ -111,6 +117,7 @@ class EvaluationCallback(keras.callbacks.Callback):
                 logger.info("early stopping: no better validation %s for %d validations", MONITOR, self.patience)
                 self.model.stop_training = True
         self.state["epoch"] = done
+        self.state["train_seconds"] = self.elapsed()
         save_checkpoint(self.run_dir / "checkpoint.npz", self.model, self.model.optimizer, self.state)
 
 
@@ -213,14 +220,14 @@ def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) ->
     )
     log_dir = run_dir / "tensorboard"
     _write_hparams(log_dir, cfg)
+    validation = EvaluationCallback(evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state)
     callbacks = [
         keras.callbacks.TerminateOnNaN(),
-        EvaluationCallback(evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state),
+        validation,
         keras.callbacks.TensorBoard(log_dir=str(log_dir), update_freq="epoch", write_graph=False),
     ]
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
-    start = time.monotonic()
     history = None
     if state["epoch"] < cfg.train.epochs and not _stopped_early(state, cfg):
         history = model.fit(
@@ -232,7 +239,7 @@ def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) ->
             shuffle=False,
             verbose=verbose,
         )
-    state["train_seconds"] += time.monotonic() - start
+    state["train_seconds"] = validation.elapsed()
     if history is not None and any(not math.isfinite(v) for vs in history.history.values() for v in vs):
         raise JobiError(f"{run_dir}: training diverged (loss is NaN or Inf); the last good checkpoint is kept")
     return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
