@@ -129,6 +129,8 @@ class TrainConfig:
         loss: ``sampled-softmax`` (NLL of a softmax over the positive and its negatives) or
             ``full-softmax`` (1-vs-all over every entity, paper appendix D).
         alpha: weight of the pair loss (only with ``joint``).
+        regularization: weight of the L2 penalty on the embedding rows of a batch (0 = none,
+            the paper's setting; 0.01 is PyKEEN's ComplEx default).
         lr: Adam learning rate.
         epochs: upper bound; early stopping usually ends sooner.
         eval_every: validate (and checkpoint) every this many epochs.
@@ -138,6 +140,7 @@ class TrainConfig:
 
     loss: str = "sampled-softmax"
     alpha: float = 0.5
+    regularization: float = 0.0
     lr: float = 0.001
     optimizer: str = "adam"
     epochs: int = 200
@@ -148,6 +151,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _choice("loss", self.loss, LOSSES)
         _positive_float("alpha", self.alpha, allow_zero=True)
+        _positive_float("regularization", self.regularization, allow_zero=True)
         _positive_float("lr", self.lr)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _positive_int("epochs", self.epochs)

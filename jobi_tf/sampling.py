@@ -94,10 +94,10 @@ class NegativeSampler:
         rel = triples[:, RELATION][:, None]
         every = tf.range(self.num_entities)[None, :]
         shape = tf.stack([tf.shape(triples)[0], self.num_entities])
-        tail = tf.broadcast_to(rel, shape), tf.broadcast_to(every, shape)
+        pairs = tf.broadcast_to(rel, shape), tf.broadcast_to(every, shape)
         return {
-            "pair_labels_tail": self.pair_labels(*tail, tf.ones(shape, tf.bool)),
-            "pair_labels_head": self.pair_labels(*tail, tf.zeros(shape, tf.bool)),
+            "pair_labels_tail": self.pair_labels(*pairs, tf.ones(shape, tf.bool)),
+            "pair_labels_head": self.pair_labels(*pairs, tf.zeros(shape, tf.bool)),
         }
 
     # -- public --------------------------------------------------------------------------

@@ -62,6 +62,7 @@ def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
         joint=cfg.model.joint,
         alpha=cfg.train.alpha,
         loss=cfg.train.loss,
+        regularization=cfg.train.regularization,
         name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
     )
 

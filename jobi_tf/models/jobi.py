@@ -34,6 +34,9 @@ class JoBiModel(keras.Model):
         dim: components per part (ComplEx 200 = 200 real + 200 imaginary). Default 200.
         joint: add the pair head (JoBi). Default False (the baseline).
         alpha: weight of the pair loss. Default 0.5.
+        regularization: weight of an L2 penalty on the embedding rows a batch uses (as
+            PyKEEN's ComplEx default: the mean over rows of ``||x|| / sqrt(width)``).
+            Default 0 (the paper uses none).
         loss: ``"sampled-softmax"`` or ``"full-softmax"``.
 
     Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
@@ -59,6 +62,7 @@ class JoBiModel(keras.Model):
         joint: bool = False,
         alpha: float = 0.5,
         loss: str = "sampled-softmax",
+        regularization: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -76,6 +80,7 @@ class JoBiModel(keras.Model):
         self.dim = dim
         self.joint = joint
         self.alpha = alpha
+        self.regularization = regularization
         self.loss_kind = loss
         ew, rw = self.scorer.entity_width(dim), self.scorer.relation_width(dim)
         # Xavier/Glorot-normal, as the paper's code initialises its tables.
@@ -117,10 +122,11 @@ class JoBiModel(keras.Model):
         )
 
     # -- training ------------------------------------------------------------------------
-    def _queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def _queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
         """Head and tail queries of every head in use, stacked: ``[B, S, W]`` twice.
 
-        S is 1 (triple head) or 2 (triple and pair heads).
+        S is 1 (triple head) or 2 (triple and pair heads). Also returns the rows used
+        (for the regularizer).
         """
         h = tf.gather(self.entity_embeddings, triples[:, HEAD])
         t = tf.gather(self.entity_embeddings, triples[:, TAIL])
@@ -128,13 +134,14 @@ class JoBiModel(keras.Model):
         rels = [tf.gather(table, triples[:, RELATION]) for table in tables]
         head_q = tf.stack([self.scorer.head_query(r, t) for r in rels], axis=1)
         tail_q = tf.stack([self.scorer.tail_query(h, r) for r in rels], axis=1)
-        return head_q, tail_q
+        return head_q, tail_q, [h, t, rels[0]]
 
     def call(self, features: dict[str, tf.Tensor], training: bool = False) -> dict[str, tf.Tensor]:
         triples = features["triples"]
-        head_q, tail_q = self._queries(triples)  # [B, S, W]
+        head_q, tail_q, rows = self._queries(triples)  # [B, S, W]
         if self.loss_kind == "full-softmax":
-            return self._full_softmax_logits(head_q, tail_q)
+            out = self._full_softmax_logits(head_q, tail_q)
+            return self._with_penalty(out, rows)
 
         pos = tf.reduce_sum(tail_q * tf.gather(self.entity_embeddings, triples[:, TAIL])[:, None, :], -1)  # [B, S]
         parts = []
@@ -143,6 +150,7 @@ class JoBiModel(keras.Model):
             by_head = tf.einsum("bsw,bkw->bsk", head_q, cand)
             by_tail = tf.einsum("bsw,bkw->bsk", tail_q, cand)
             parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
+            rows.append(cand)
         if "shared_candidates" in features:
             shared = tf.gather(self.entity_embeddings, features["shared_candidates"])  # [G, K_u, W]
             groups = tf.shape(shared)[0]
@@ -157,6 +165,14 @@ class JoBiModel(keras.Model):
         out = {"triple": tf.where(valid, logits[:, 0], _MASKED_LOGIT)}
         if self.joint:
             out["pair"] = logits[:, 1]
+        return self._with_penalty(out, rows)
+
+    def _with_penalty(self, out: dict[str, tf.Tensor], rows: list[tf.Tensor]) -> dict[str, tf.Tensor]:
+        """Add ``penalty [B]``: mean over the rows an example uses of ``||x|| / sqrt(width)``."""
+        if self.regularization:
+            norms = [tf.norm(x, axis=-1) / tf.sqrt(tf.cast(tf.shape(x)[-1], x.dtype)) for x in rows]
+            flat = [n if n.shape.rank == 2 else n[:, None] for n in norms]
+            out["penalty"] = tf.reduce_mean(tf.concat(flat, axis=1), axis=1)
         return out
 
     def _full_softmax_logits(self, head_q: tf.Tensor, tail_q: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -188,6 +204,8 @@ class JoBiModel(keras.Model):
                 pair = self._pair_loss(labels, y_pred["pair"])
             self.pair_loss_tracker.update_state(_unscale(pair))
             total = total + self.alpha * pair
+        if self.regularization:
+            total = total + self.regularization * _scale(tf.reduce_mean(y_pred["penalty"]))
         return total
 
     def get_config(self) -> dict:
@@ -199,8 +217,14 @@ class JoBiModel(keras.Model):
             "joint": self.joint,
             "alpha": self.alpha,
             "loss": self.loss_kind,
+            "regularization": self.regularization,
             "name": self.name,
         }
+
+
+def _scale(value: tf.Tensor) -> tf.Tensor:
+    """A per-replica mean → its share of the global mean (what Keras losses do)."""
+    return value / tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, value.dtype)
 
 
 def _unscale(loss: tf.Tensor) -> tf.Tensor:

@@ -134,3 +134,17 @@ def test_bad_arguments_name_themselves():
         JoBiModel(num_entities=0, num_relations=1)
     with pytest.raises(ValueError, match="loss="):
         JoBiModel(num_entities=3, num_relations=1, loss="margin")
+
+
+def test_regularization_adds_the_mean_normalised_norm_of_the_rows_used():
+    x = _features(np.random.default_rng(5))
+    plain = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=6)
+    reg = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=6, regularization=0.3)
+    for a, b in zip(reg.weights, plain.weights, strict=True):
+        a.assign(b)
+    ent, rel = plain.entity_embeddings.numpy(), plain.triple_relations.numpy()
+    rows = [ent[x["triples"][:, 0]][:, None], ent[x["triples"][:, 2]][:, None], rel[x["triples"][:, 1]][:, None],
+            ent[x["candidates"]]]
+    per_example = np.mean(np.concatenate([np.linalg.norm(r, axis=-1) for r in rows], 1), 1) / np.sqrt(6)
+    expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 0.3 * per_example.mean()
+    np.testing.assert_allclose(float(reg.compute_loss(x=x, y_pred=reg(x))), expected, rtol=1e-5)
