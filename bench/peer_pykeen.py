@@ -59,8 +59,9 @@ def main() -> None:
         )
 
     loop_for(warm).train(triples_factory=warm, num_epochs=1, batch_size=args.batch_size, use_tqdm=False)
+    loop = loop_for(part)
     start = time.perf_counter()
-    loop_for(part).train(triples_factory=part, num_epochs=1, batch_size=args.batch_size, use_tqdm=False)
+    loop.train(triples_factory=part, num_epochs=1, batch_size=args.batch_size, use_tqdm=False)
     rate = args.triples / (time.perf_counter() - start)
     print(
         json.dumps(

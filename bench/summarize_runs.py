@@ -17,22 +17,24 @@ def main() -> None:
         metrics = json.loads((folder / "metrics.json").read_text())
         cfg = json.loads((folder / "config.json").read_text())
         test = metrics["test"]
-        rows.append({
-            "run": folder.name,
-            "joint": cfg["model"]["joint"],
-            "p": cfg["sampler"]["p"],
-            "batch x neg": f'{cfg["sampler"]["batch_size"]} x {cfg["sampler"]["neg"]}',
-            "shared": cfg["sampler"]["shared_negatives"],
-            "eval_every": cfg["train"]["eval_every"],
-            "test_mrr": round(test["mrr"], 4),
-            "test_h1": round(test["hits@1"], 4),
-            "test_h3": round(test["hits@3"], 4),
-            "test_h10": round(test["hits@10"], 4),
-            "valid_h10": round(metrics["valid"]["hits@10"], 4),
-            "best_epoch": metrics["best_epoch"],
-            "epochs": metrics["epochs"],
-            "train_min": round(metrics["train_seconds"] / 60, 1),
-        })
+        rows.append(
+            {
+                "run": folder.name,
+                "joint": cfg["model"]["joint"],
+                "p": cfg["sampler"]["p"],
+                "batch x neg": f"{cfg['sampler']['batch_size']} x {cfg['sampler']['neg']}",
+                "shared": cfg["sampler"]["shared_negatives"],
+                "eval_every": cfg["train"]["eval_every"],
+                "test_mrr": round(test["mrr"], 4),
+                "test_h1": round(test["hits@1"], 4),
+                "test_h3": round(test["hits@3"], 4),
+                "test_h10": round(test["hits@10"], 4),
+                "valid_h10": round(metrics["valid"]["hits@10"], 4),
+                "best_epoch": metrics["best_epoch"],
+                "epochs": metrics["epochs"],
+                "train_min": round(metrics["train_seconds"] / 60, 1),
+            }
+        )
     keys = list(rows[0])
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))

@@ -143,7 +143,7 @@ class JoBiModel(keras.Model):
             out = self._full_softmax_logits(head_q, tail_q)
             return self._with_penalty(out, rows)
 
-        pos = tf.reduce_sum(tail_q * tf.gather(self.entity_embeddings, triples[:, TAIL])[:, None, :], -1)  # [B, S]
+        pos = tf.reduce_sum(tail_q * rows[1][:, None, :], -1)  # [B, S]; rows[1] is the tails' rows
         parts = []
         if "candidates" in features:
             cand = tf.gather(self.entity_embeddings, features["candidates"])  # [B, K_b, W]
