@@ -65,8 +65,13 @@ def _default_out(cfg: RunConfig) -> Path:
     metavar="C",
     help="Share the uniform negatives within chunks of C positives (0 = per triple).",
 )
-@click.option("--regularization", type=float, default=0.0, show_default=True,
-              help="Weight of an L2 penalty on the embeddings a batch uses (PyKEEN's ComplEx default: 0.01).")
+@click.option(
+    "--regularization",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Weight of an L2 penalty on the embeddings a batch uses (PyKEEN's ComplEx default: 0.01).",
+)
 @click.option("--optimizer", type=click.Choice(["adam", "adagrad"]), default="adam", show_default=True)
 @click.option("--lr", type=float, default=0.001, show_default=True, help="Learning rate.")
 @click.option("--epochs", type=int, default=200, show_default=True, help="Maximum epochs.")

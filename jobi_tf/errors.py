@@ -12,7 +12,6 @@ __all__ = [
     "DatasetFormatError",
     "ConfigError",
     "CheckpointMismatchError",
-    "ExportError",
 ]
 
 
@@ -47,7 +46,3 @@ class ConfigError(JobiError):
 
 class CheckpointMismatchError(JobiError):
     """A run folder holds a run whose configuration differs from the requested one."""
-
-
-class ExportError(JobiError):
-    """An export could not be written or read back."""

@@ -176,7 +176,6 @@ def make_train_dataset(
     epochs: int = 1_000_000,
     full_softmax: bool = False,
     joint: bool = False,
-    global_batch_size: int | None = None,
 ) -> tf.data.Dataset:
     """An endless-enough dataset of feature dicts, starting at ``initial_epoch``.
 
@@ -189,13 +188,12 @@ def make_train_dataset(
         full_softmax: positives only (1-vs-all training); with ``joint`` also dense pair
             labels ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]``.
         joint: whether pair labels are needed (full softmax only; cheap otherwise).
-        global_batch_size: overrides ``cfg.batch_size``.
 
     Returns:
         ``tf.data.Dataset`` of dicts (see `NegativeSampler.__call__`), ``steps_per_epoch``
         batches per epoch, prefetched.
     """
-    batch = global_batch_size or cfg.batch_size
+    batch = cfg.batch_size
     steps = steps_per_epoch(index, batch)
     n = len(index.train)
     train = tf.constant(index.train, tf.int32)

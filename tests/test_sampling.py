@@ -249,11 +249,6 @@ def test_steps_per_epoch_rejects_a_batch_larger_than_train(small_typed_index):
         make_train_dataset(small_typed_index, SamplerConfig(batch_size=n + 1))
 
 
-def test_global_batch_size_overrides_the_config(small_typed_index):
-    (x,) = _take(make_train_dataset(small_typed_index, SamplerConfig(batch_size=8, neg=3), global_batch_size=24), 1)
-    assert x["triples"].shape == (24, 3) and x["candidates"].shape == (24, 3)
-
-
 # -- shared negatives ----------------------------------------------------------------------
 
 

@@ -143,8 +143,12 @@ def test_regularization_adds_the_mean_normalised_norm_of_the_rows_used():
     for a, b in zip(reg.weights, plain.weights, strict=True):
         a.assign(b)
     ent, rel = plain.entity_embeddings.numpy(), plain.triple_relations.numpy()
-    rows = [ent[x["triples"][:, 0]][:, None], ent[x["triples"][:, 2]][:, None], rel[x["triples"][:, 1]][:, None],
-            ent[x["candidates"]]]
+    rows = [
+        ent[x["triples"][:, 0]][:, None],
+        ent[x["triples"][:, 2]][:, None],
+        rel[x["triples"][:, 1]][:, None],
+        ent[x["candidates"]],
+    ]
     per_example = np.mean(np.concatenate([np.linalg.norm(r, axis=-1) for r in rows], 1), 1) / np.sqrt(6)
     expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 0.3 * per_example.mean()
     np.testing.assert_allclose(float(reg.compute_loss(x=x, y_pred=reg(x))), expected, rtol=1e-5)
