@@ -9,7 +9,7 @@ import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors
 from jobi_tf.cli.options import eval_options
 
-from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+from jobi_tf.config import CORRUPT_SIDES, DataConfig, EvalConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 
 __all__ = ["train"]
 
@@ -66,6 +66,13 @@ def _default_out(cfg: RunConfig) -> Path:
     help="Share the uniform negatives within chunks of C positives (0 = per triple).",
 )
 @click.option(
+    "--corrupt-side",
+    type=click.Choice(CORRUPT_SIDES),
+    default="per-negative",
+    show_default=True,
+    help="Flip the head-or-tail coin for every negative, or once per positive (each softmax ranks one query).",
+)
+@click.option(
     "--regularization",
     type=float,
     default=0.0,
@@ -111,7 +118,11 @@ def train(ctx: click.Context, **flags) -> None:
             synthetic_triples=flags["synthetic_triples"],
         ),
         sampler=SamplerConfig(
-            batch_size=flags["batch_size"], neg=flags["neg"], p=flags["p"], shared_negatives=flags["shared_negatives"]
+            batch_size=flags["batch_size"],
+            neg=flags["neg"],
+            p=flags["p"],
+            shared_negatives=flags["shared_negatives"],
+            corrupt_side=flags["corrupt_side"],
         ),
         model=ModelConfig(model=flags["model"], dim=flags["dim"], joint=flags["joint"]),
         train=TrainConfig(

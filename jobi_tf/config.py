@@ -19,6 +19,7 @@ MODELS = ("distmult", "complex", "simple")
 LOSSES = ("sampled-softmax", "full-softmax")
 OPTIMIZERS = ("adam", "adagrad")
 RANK_TYPES = ("optimistic", "realistic", "pessimistic")
+CORRUPT_SIDES = ("per-negative", "per-positive")
 
 
 def _positive_int(field: str, value: int, minimum: int = 1) -> None:
@@ -83,15 +84,21 @@ class SamplerConfig:
         shared_negatives: 0 for per-triple negatives (the paper's semantics); C > 0 shares
             the uniform negatives within chunks of C positives, which turns the scoring of
             those negatives into a matmul. Biased negatives stay per triple.
+        corrupt_side: ``"per-negative"`` flips the head-or-tail coin for every negative, so
+            one positive's softmax mixes head and tail corruptions; ``"per-positive"``
+            flips it once per positive, so each softmax ranks the answers of one query
+            (head or tail), as evaluation does and as PyKEEN's sampler does.
     """
 
     batch_size: int = 500
     neg: int = 50
     p: float = 0.0
     shared_negatives: int = 0
+    corrupt_side: str = "per-negative"
 
     def __post_init__(self) -> None:
         _positive_int("batch_size", self.batch_size)
+        _choice("corrupt_side", self.corrupt_side, CORRUPT_SIDES)
         _positive_int("neg", self.neg)
         _probability("p", self.p)
         _positive_int("shared_negatives", self.shared_negatives, 0)

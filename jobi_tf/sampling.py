@@ -4,9 +4,10 @@ Steps, all vectorised TensorFlow ops (no Python per triple):
 
 1. Each epoch, a stateless permutation keyed on ``(seed, epoch)`` orders the training
    triples; they are cut into batches of ``batch_size`` (the remainder is dropped).
-2. For each batch, random draws keyed on ``(seed, global step)`` decide per negative:
-   corrupt the head or the tail (coin flip); draw the replacement from that relation's
-   training heads/tails (probability ``p``) or from all entities.
+2. For each batch, random draws keyed on ``(seed, global step)`` decide per negative (or,
+   with ``corrupt_side="per-positive"``, once per positive) whether to corrupt the head or
+   the tail (coin flip), and per negative whether the replacement comes from that
+   relation's training heads/tails (probability ``p``) or from all entities.
 3. Pair labels come from a sorted-key membership test: 1 when the replacement was seen in
    that slot of that relation in train (so biased replacements are always 1).
 
@@ -66,10 +67,19 @@ class NegativeSampler:
         found = tf.where(tf.reshape(corrupt_tail, [-1]), member(self._tail_keys), member(self._head_keys))
         return tf.reshape(tf.cast(found, tf.float32), tf.shape(key))
 
-    def _draw(self, relations: tf.Tensor, shape: tf.Tensor, p: float, seed: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Replacement entities for negatives of the given relations (broadcast to ``shape``)."""
+    def _draw(
+        self, relations: tf.Tensor, shape: tf.Tensor, p: float, seed: tf.Tensor, side: tf.Tensor | None = None
+    ) -> dict[str, tf.Tensor]:
+        """Replacement entities for negatives of the given relations (broadcast to ``shape``).
+
+        ``side`` (bool, broadcastable to ``shape``) fixes which slot is corrupted; by default
+        a coin is flipped for every negative.
+        """
         s = tf.random.experimental.stateless_split(seed, num=4)
-        corrupt_tail = tf.random.stateless_uniform(shape, s[0]) < 0.5
+        if side is None:
+            corrupt_tail = tf.random.stateless_uniform(shape, s[0]) < 0.5
+        else:
+            corrupt_tail = tf.broadcast_to(side, shape)
         biased = tf.random.stateless_uniform(shape, s[1]) < p
         uniform = tf.random.stateless_uniform(shape, s[2], minval=0, maxval=self.num_entities, dtype=tf.int32)
         rel = tf.broadcast_to(relations, shape)
@@ -114,16 +124,22 @@ class NegativeSampler:
             bool ``[B, K]`` and ``pair_labels`` float32 ``[B, K]``. With shared negatives the
             first ``K_b = round(p K)`` negatives are per triple as above, and the other
             ``K_u`` are shared by each chunk of C positives: ``shared_candidates`` and
-            ``shared_corrupt_tail`` ``[B / C, K_u]``; ``pair_labels`` and ``valid_negative``
-            are ``[B, K_b + K_u]`` in that order.
+            ``[B / C, K_u]`` and ``shared_corrupt_tail`` ``[B, K_u]`` (per positive, since
+            the side may be per positive); ``pair_labels`` and ``valid_negative`` are
+            ``[B, K_b + K_u]`` in that order.
         """
         cfg = self.cfg
         seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(step, tf.int64)])
         s_own, s_shared = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
         b = tf.shape(triples)[0]
         rel = triples[:, RELATION][:, None]
+        side = None
+        if cfg.corrupt_side == "per-positive":
+            # A separate stream (folded in), so per-negative runs keep their exact draws.
+            side_seed = tf.random.experimental.stateless_fold_in(seed, 1)
+            side = tf.random.stateless_uniform(tf.stack([b, 1]), side_seed) < 0.5
         if cfg.shared_negatives == 0:
-            own = self._draw(rel, tf.stack([b, cfg.neg]), cfg.p, s_own)
+            own = self._draw(rel, tf.stack([b, cfg.neg]), cfg.p, s_own, side)
             out = dict(own, triples=triples)
             out["valid_negative"] = self._differs(triples, own["candidates"], own["corrupt_tail"])
             out["pair_labels"] = self.pair_labels(rel, own["candidates"], own["corrupt_tail"])
@@ -132,11 +148,14 @@ class NegativeSampler:
         k_b = int(round(cfg.p * cfg.neg))
         k_u = cfg.neg - k_b
         c = cfg.shared_negatives
-        own = self._draw(rel, tf.stack([b, k_b]), 1.0, s_own)
+        own = self._draw(rel, tf.stack([b, k_b]), 1.0, s_own, side)
         groups = b // c
         shared = self._draw(tf.zeros([groups, 1], tf.int32), tf.stack([groups, k_u]), 0.0, s_shared)
         shared_cand = tf.repeat(shared["candidates"], c, axis=0)  # [B, K_u], for labels only
-        shared_tail = tf.repeat(shared["corrupt_tail"], c, axis=0)
+        if side is None:
+            shared_tail = tf.repeat(shared["corrupt_tail"], c, axis=0)
+        else:
+            shared_tail = tf.broadcast_to(side, tf.stack([b, k_u]))
         cand = tf.concat([own["candidates"], shared_cand], axis=1)
         tail = tf.concat([own["corrupt_tail"], shared_tail], axis=1)
         return {
@@ -144,7 +163,7 @@ class NegativeSampler:
             "candidates": own["candidates"],
             "corrupt_tail": own["corrupt_tail"],
             "shared_candidates": shared["candidates"],
-            "shared_corrupt_tail": shared["corrupt_tail"],
+            "shared_corrupt_tail": shared_tail,
             "valid_negative": self._differs(triples, cand, tail),
             "pair_labels": self.pair_labels(rel, cand, tail),
         }

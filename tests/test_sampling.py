@@ -254,7 +254,7 @@ def test_steps_per_epoch_rejects_a_batch_larger_than_train(small_typed_index):
 
 def _expand_shared(x, c):
     cand = np.concatenate([x["candidates"], np.repeat(x["shared_candidates"], c, axis=0)], axis=1)
-    tail = np.concatenate([x["corrupt_tail"], np.repeat(x["shared_corrupt_tail"], c, axis=0)], axis=1)
+    tail = np.concatenate([x["corrupt_tail"], x["shared_corrupt_tail"]], axis=1)
     return cand, tail
 
 
@@ -267,7 +267,7 @@ def test_shared_negatives(small_typed_index, p, neg):
     k_b = int(round(p * neg))
     k_u = neg - k_b
     assert x["candidates"].shape == (b, k_b) and x["corrupt_tail"].shape == (b, k_b)
-    assert x["shared_candidates"].shape == (b // c, k_u) and x["shared_corrupt_tail"].shape == (b // c, k_u)
+    assert x["shared_candidates"].shape == (b // c, k_u) and x["shared_corrupt_tail"].shape == (b, k_u)
     assert x["pair_labels"].shape == (b, neg) and x["valid_negative"].shape == (b, neg)
     assert x["candidates"].dtype == np.int32 and x["shared_candidates"].dtype == np.int32
     assert x["pair_labels"].dtype == np.float32 and x["valid_negative"].dtype == np.bool_
@@ -299,6 +299,61 @@ def test_shared_negatives_are_deterministic_per_step(small_typed_index):
     _assert_same_features(a, b)
     c = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, tf.constant(6, tf.int64)))
     assert not np.array_equal(a["shared_candidates"], c["shared_candidates"])
+
+
+# -- one side per positive ----------------------------------------------------------------
+
+
+def test_per_positive_side_is_one_coin_per_positive(small_typed_index):
+    index = small_typed_index
+    triples = _batch(index, 256)
+    cfg = SamplerConfig(batch_size=256, neg=40, p=0.3, corrupt_side="per-positive")
+    x = _np(NegativeSampler(index, cfg, seed=5)(tf.constant(triples), tf.constant(17, tf.int64)))
+    side = x["corrupt_tail"]
+    # Every negative of a positive corrupts the same slot; the coin is fair across positives.
+    assert (side == side[:, :1]).all()
+    assert abs(side[:, 0].mean() - 0.5) < 5 * np.sqrt(0.25 / 256)
+    assert abs(x["biased"].mean() - 0.3) < 5 * np.sqrt(0.21 / x["biased"].size)
+    heads, tails = _pools(index)
+    for i, k in zip(*np.nonzero(x["biased"])):
+        pool = tails if side[i, k] else heads
+        assert int(x["candidates"][i, k]) in pool[int(triples[i, 1])]
+    rel = np.broadcast_to(triples[:, 1:2], side.shape)
+    np.testing.assert_array_equal(x["pair_labels"], index.pair_labels(rel, x["candidates"], side))
+    replaced = np.where(side, triples[:, 2:3], triples[:, 0:1])
+    np.testing.assert_array_equal(x["valid_negative"], x["candidates"] != replaced)
+
+
+def test_per_positive_side_leaves_the_candidates_of_the_default_mode_unchanged(small_typed_index):
+    """Only the side coin changes, so the uniform draws are the per-negative mode's."""
+    triples = tf.constant(_batch(small_typed_index, 64))
+    step = tf.constant(3, tf.int64)
+    per_neg = _np(NegativeSampler(small_typed_index, SamplerConfig(batch_size=64, neg=9, p=0.0), seed=2)(triples, step))
+    cfg = SamplerConfig(batch_size=64, neg=9, p=0.0, corrupt_side="per-positive")
+    per_pos = _np(NegativeSampler(small_typed_index, cfg, seed=2)(triples, step))
+    np.testing.assert_array_equal(per_neg["candidates"], per_pos["candidates"])
+    assert not np.array_equal(per_neg["corrupt_tail"], per_pos["corrupt_tail"])
+
+
+def test_per_positive_side_with_shared_negatives(small_typed_index):
+    index = small_typed_index
+    b, c, neg, p = 64, 16, 10, 0.3
+    cfg = SamplerConfig(batch_size=b, neg=neg, p=p, shared_negatives=c, corrupt_side="per-positive")
+    (x,) = _take(make_train_dataset(index, cfg, seed=4), 1)
+    cand, tail = _expand_shared(x, c)
+    assert (tail == tail[:, :1]).all()
+    assert 0 < tail[:, 0].mean() < 1
+    triples = x["triples"]
+    rel = np.broadcast_to(triples[:, 1:2], cand.shape)
+    np.testing.assert_array_equal(x["pair_labels"], index.pair_labels(rel, cand, tail))
+    replaced = np.where(tail, triples[:, 2:3], triples[:, 0:1])
+    np.testing.assert_array_equal(x["valid_negative"], cand != replaced)
+
+
+def test_unknown_corrupt_side_names_the_flag():
+    with pytest.raises(ConfigError) as info:
+        SamplerConfig(corrupt_side="both")
+    assert "--corrupt-side" in str(info.value)
 
 
 # -- full softmax --------------------------------------------------------------------------

@@ -41,7 +41,7 @@ class JoBiModel(keras.Model):
 
     Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
     sampled softmax, ``candidates [B, K_b]``, ``corrupt_tail [B, K_b]``, optional
-    ``shared_candidates``/``shared_corrupt_tail [B / C, K_u]``, ``valid_negative`` and
+    ``shared_candidates [B / C, K_u]``, ``shared_corrupt_tail [B, K_u]``, ``valid_negative`` and
     ``pair_labels [B, K]``.
 
     Output: a dict of logits: ``triple [B, 1 + K]`` (column 0 is the positive) and, with
@@ -157,7 +157,8 @@ class JoBiModel(keras.Model):
             shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
             by_head = tf.einsum("gcsw,gkw->gcsk", tf.reshape(head_q, shape_g), shared)
             by_tail = tf.einsum("gcsw,gkw->gcsk", tf.reshape(tail_q, shape_g), shared)
-            mixed = tf.where(features["shared_corrupt_tail"][:, None, None, :], by_tail, by_head)
+            side = tf.reshape(features["shared_corrupt_tail"], [groups, -1, 1, tf.shape(shared)[1]])  # [G, C, 1, K_u]
+            mixed = tf.where(side, by_tail, by_head)
             parts.append(tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0)))
         neg = tf.concat(parts, axis=-1)  # [B, S, K]
         logits = tf.concat([pos[:, :, None], neg], axis=-1)  # [B, S, 1 + K]
