@@ -315,7 +315,7 @@ def test_per_positive_side_is_one_coin_per_positive(small_typed_index):
     assert abs(side[:, 0].mean() - 0.5) < 5 * np.sqrt(0.25 / 256)
     assert abs(x["biased"].mean() - 0.3) < 5 * np.sqrt(0.21 / x["biased"].size)
     heads, tails = _pools(index)
-    for i, k in zip(*np.nonzero(x["biased"])):
+    for i, k in zip(*np.nonzero(x["biased"]), strict=True):
         pool = tails if side[i, k] else heads
         assert int(x["candidates"][i, k]) in pool[int(triples[i, 1])]
     rel = np.broadcast_to(triples[:, 1:2], side.shape)
