@@ -24,6 +24,8 @@ def main() -> None:
                 "p": cfg["sampler"]["p"],
                 "batch x neg": f"{cfg['sampler']['batch_size']} x {cfg['sampler']['neg']}",
                 "shared": cfg["sampler"]["shared_negatives"],
+                # Runs made before --corrupt-side existed flipped the coin per negative.
+                "side": cfg["sampler"].get("corrupt_side", "per-negative"),
                 "eval_every": cfg["train"]["eval_every"],
                 "test_mrr": round(test["mrr"], 4),
                 "test_h1": round(test["hits@1"], 4),
