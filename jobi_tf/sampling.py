@@ -126,7 +126,8 @@ class NegativeSampler:
             ``K_u`` are shared by each chunk of C positives: ``shared_candidates`` and
             ``[B / C, K_u]`` and ``shared_corrupt_tail`` ``[B, K_u]`` (per positive, since
             the side may be per positive); ``pair_labels`` and ``valid_negative`` are
-            ``[B, K_b + K_u]`` in that order.
+            ``[B, K_b + K_u]`` in that order. With ``corrupt_side="per-positive"`` also
+            ``positive_corrupt_tail`` bool ``[B]`` (the model then scores one side only).
         """
         cfg = self.cfg
         seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(step, tf.int64)])
@@ -143,6 +144,8 @@ class NegativeSampler:
             out = dict(own, triples=triples)
             out["valid_negative"] = self._differs(triples, own["candidates"], own["corrupt_tail"])
             out["pair_labels"] = self.pair_labels(rel, own["candidates"], own["corrupt_tail"])
+            if side is not None:
+                out["positive_corrupt_tail"] = side[:, 0]
             return out
 
         k_b = int(round(cfg.p * cfg.neg))
@@ -166,6 +169,7 @@ class NegativeSampler:
             "shared_corrupt_tail": shared_tail,
             "valid_negative": self._differs(triples, cand, tail),
             "pair_labels": self.pair_labels(rel, cand, tail),
+            **({} if side is None else {"positive_corrupt_tail": side[:, 0]}),
         }
 
     @staticmethod

@@ -312,6 +312,7 @@ def test_per_positive_side_is_one_coin_per_positive(small_typed_index):
     side = x["corrupt_tail"]
     # Every negative of a positive corrupts the same slot; the coin is fair across positives.
     assert (side == side[:, :1]).all()
+    np.testing.assert_array_equal(x["positive_corrupt_tail"], side[:, 0])
     assert abs(side[:, 0].mean() - 0.5) < 5 * np.sqrt(0.25 / 256)
     assert abs(x["biased"].mean() - 0.3) < 5 * np.sqrt(0.21 / x["biased"].size)
     heads, tails = _pools(index)
@@ -342,6 +343,7 @@ def test_per_positive_side_with_shared_negatives(small_typed_index):
     (x,) = _take(make_train_dataset(index, cfg, seed=4), 1)
     cand, tail = _expand_shared(x, c)
     assert (tail == tail[:, :1]).all()
+    np.testing.assert_array_equal(x["positive_corrupt_tail"], tail[:, 0])
     assert 0 < tail[:, 0].mean() < 1
     triples = x["triples"]
     rel = np.broadcast_to(triples[:, 1:2], cand.shape)

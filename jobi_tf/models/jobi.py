@@ -41,7 +41,8 @@ class JoBiModel(keras.Model):
 
     Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
     sampled softmax, ``candidates [B, K_b]``, ``corrupt_tail [B, K_b]``, optional
-    ``shared_candidates [B / C, K_u]``, ``shared_corrupt_tail [B, K_u]``, ``valid_negative`` and
+    ``shared_candidates [B / C, K_u]``, ``shared_corrupt_tail [B, K_u]``, optional
+    ``positive_corrupt_tail [B]`` (one side per positive: a faster path), ``valid_negative`` and
     ``pair_labels [B, K]``.
 
     Output: a dict of logits: ``triple [B, 1 + K]`` (column 0 is the positive) and, with
@@ -144,21 +145,32 @@ class JoBiModel(keras.Model):
             return self._with_penalty(out, rows)
 
         pos = tf.reduce_sum(tail_q * rows[1][:, None, :], -1)  # [B, S]; rows[1] is the tails' rows
+        # With one corrupted side per positive, pick that side's query once and score every
+        # candidate with it; otherwise score each candidate both ways and select per candidate.
+        one_side = features.get("positive_corrupt_tail")
+        if one_side is not None:
+            query = tf.where(one_side[:, None, None], tail_q, head_q)
         parts = []
         if "candidates" in features:
             cand = tf.gather(self.entity_embeddings, features["candidates"])  # [B, K_b, W]
-            by_head = tf.einsum("bsw,bkw->bsk", head_q, cand)
-            by_tail = tf.einsum("bsw,bkw->bsk", tail_q, cand)
-            parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
+            if one_side is not None:
+                parts.append(tf.einsum("bsw,bkw->bsk", query, cand))
+            else:
+                by_head = tf.einsum("bsw,bkw->bsk", head_q, cand)
+                by_tail = tf.einsum("bsw,bkw->bsk", tail_q, cand)
+                parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
             rows.append(cand)
         if "shared_candidates" in features:
             shared = tf.gather(self.entity_embeddings, features["shared_candidates"])  # [G, K_u, W]
             groups = tf.shape(shared)[0]
             shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
-            by_head = tf.einsum("gcsw,gkw->gcsk", tf.reshape(head_q, shape_g), shared)
-            by_tail = tf.einsum("gcsw,gkw->gcsk", tf.reshape(tail_q, shape_g), shared)
-            side = tf.reshape(features["shared_corrupt_tail"], [groups, -1, 1, tf.shape(shared)[1]])  # [G, C, 1, K_u]
-            mixed = tf.where(side, by_tail, by_head)
+            if one_side is not None:
+                mixed = tf.einsum("gcsw,gkw->gcsk", tf.reshape(query, shape_g), shared)
+            else:
+                by_head = tf.einsum("gcsw,gkw->gcsk", tf.reshape(head_q, shape_g), shared)
+                by_tail = tf.einsum("gcsw,gkw->gcsk", tf.reshape(tail_q, shape_g), shared)
+                side = tf.reshape(features["shared_corrupt_tail"], [groups, -1, 1, tf.shape(shared)[1]])
+                mixed = tf.where(side, by_tail, by_head)  # side: [G, C, 1, K_u]
             parts.append(tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0)))
         neg = tf.concat(parts, axis=-1)  # [B, S, K]
         logits = tf.concat([pos[:, :, None], neg], axis=-1)  # [B, S, 1 + K]

@@ -98,6 +98,27 @@ def test_shared_negatives_score_like_per_triple_negatives(name):
         np.testing.assert_allclose(as_shared[key].numpy(), as_own[key].numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["distmult", "complex", "simple"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_one_side_per_positive_path_gives_the_per_candidate_logits(name, shared):
+    """``positive_corrupt_tail`` only skips the unused side's scores; logits are unchanged."""
+    rng = np.random.default_rng(4)
+    b, c, k = 6, 3, 4
+    x = _features(rng, b=b, k=k)
+    side = rng.random(b) < 0.5
+    x["corrupt_tail"] = np.repeat(side[:, None], k, 1)
+    if shared:
+        x["shared_candidates"] = rng.integers(12, size=(b // c, 2)).astype(np.int32)
+        x["shared_corrupt_tail"] = np.repeat(side[:, None], 2, 1)
+        x["valid_negative"] = np.ones((b, k + 2), bool)
+        x["pair_labels"] = np.zeros((b, k + 2), np.float32)
+    model = JoBiModel(num_entities=12, num_relations=3, model=name, dim=4, joint=True)
+    both = model(x)
+    one = model(dict(x, positive_corrupt_tail=side))
+    for key in ("triple", "pair"):
+        np.testing.assert_allclose(one[key].numpy(), both[key].numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_full_softmax_logits_are_scores_of_every_entity():
     rng = np.random.default_rng(3)
     x = _features(rng)
