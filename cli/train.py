@@ -68,7 +68,7 @@ def _default_out(cfg: RunConfig) -> Path:
 @click.option(
     "--corrupt-side",
     type=click.Choice(CORRUPT_SIDES),
-    default="per-negative",
+    default="per-positive",
     show_default=True,
     help="Flip the head-or-tail coin for every negative, or once per positive (each softmax ranks one query).",
 )

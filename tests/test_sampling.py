@@ -48,8 +48,17 @@ def _assert_same_features(a, b):
 def test_dataset_shapes_and_dtypes(small_typed_index):
     cfg = SamplerConfig(batch_size=32, neg=7, p=0.3)
     (x,) = _take(make_train_dataset(small_typed_index, cfg, seed=1), 1)
-    assert set(x) == {"triples", "candidates", "corrupt_tail", "biased", "valid_negative", "pair_labels"}
+    assert set(x) == {
+        "triples",
+        "candidates",
+        "corrupt_tail",
+        "biased",
+        "valid_negative",
+        "pair_labels",
+        "positive_corrupt_tail",
+    }
     assert x["triples"].shape == (32, 3) and x["triples"].dtype == np.int32
+    assert x["positive_corrupt_tail"].shape == (32,) and x["positive_corrupt_tail"].dtype == np.bool_
     for k, dtype in [
         ("candidates", np.int32),
         ("corrupt_tail", np.bool_),
@@ -64,10 +73,11 @@ def test_dataset_shapes_and_dtypes(small_typed_index):
 
 @pytest.fixture(scope="module")
 def big_draw(small_typed_index):
-    """One batch of 256 positives x 100 negatives (25.6k draws) at p = 0.3."""
+    """One batch of 256 positives x 100 negatives (25.6k draws) at p = 0.3, a coin per negative."""
     index = small_typed_index
     triples = _batch(index, 256)
-    sampler = NegativeSampler(index, SamplerConfig(batch_size=256, neg=100, p=0.3), seed=5)
+    cfg = SamplerConfig(batch_size=256, neg=100, p=0.3, corrupt_side="per-negative")
+    sampler = NegativeSampler(index, cfg, seed=5)
     return triples, _np(sampler(tf.constant(triples), tf.constant(17, tf.int64)))
 
 
@@ -262,7 +272,7 @@ def _expand_shared(x, c):
 def test_shared_negatives(small_typed_index, p, neg):
     index = small_typed_index
     b, c = 64, 16
-    cfg = SamplerConfig(batch_size=b, neg=neg, p=p, shared_negatives=c)
+    cfg = SamplerConfig(batch_size=b, neg=neg, p=p, shared_negatives=c, corrupt_side="per-negative")
     (x,) = _take(make_train_dataset(index, cfg, seed=4), 1)
     k_b = int(round(p * neg))
     k_u = neg - k_b
@@ -329,7 +339,9 @@ def test_per_positive_side_leaves_the_candidates_of_the_default_mode_unchanged(s
     """Only the side coin changes, so the uniform draws are the per-negative mode's."""
     triples = tf.constant(_batch(small_typed_index, 64))
     step = tf.constant(3, tf.int64)
-    per_neg = _np(NegativeSampler(small_typed_index, SamplerConfig(batch_size=64, neg=9, p=0.0), seed=2)(triples, step))
+    cfg = SamplerConfig(batch_size=64, neg=9, p=0.0, corrupt_side="per-negative")
+    per_neg = _np(NegativeSampler(small_typed_index, cfg, seed=2)(triples, step))
+    assert "positive_corrupt_tail" not in per_neg
     cfg = SamplerConfig(batch_size=64, neg=9, p=0.0, corrupt_side="per-positive")
     per_pos = _np(NegativeSampler(small_typed_index, cfg, seed=2)(triples, step))
     np.testing.assert_array_equal(per_neg["candidates"], per_pos["candidates"])
