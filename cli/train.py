@@ -9,7 +9,16 @@ import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors
 from jobi_tf.cli.options import eval_options
 
-from jobi_tf.config import CORRUPT_SIDES, DataConfig, EvalConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+from jobi_tf.config import (
+    CORRUPT_SIDES,
+    MONITORS,
+    DataConfig,
+    EvalConfig,
+    ModelConfig,
+    RunConfig,
+    SamplerConfig,
+    TrainConfig,
+)
 
 __all__ = ["train"]
 
@@ -88,7 +97,14 @@ def _default_out(cfg: RunConfig) -> Path:
     type=int,
     default=3,
     show_default=True,
-    help="Stop after this many validations without better validation Hits@10.",
+    help="Stop after this many validations without a better --monitor.",
+)
+@click.option(
+    "--monitor",
+    type=click.Choice(MONITORS),
+    default="hits@10",
+    show_default=True,
+    help="Validation metric for early stopping and best weights (the paper's: hits@10).",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--jit/--no-jit", default=True, show_default=True, help="Compile the train step with XLA.")
@@ -134,6 +150,7 @@ def train(ctx: click.Context, **flags) -> None:
             epochs=flags["epochs"],
             eval_every=flags["eval_every"],
             patience=flags["patience"],
+            monitor=flags["monitor"],
             jit_compile=flags["jit"],
         ),
         eval=EvalConfig(

@@ -42,8 +42,6 @@ __all__ = ["TrainResult", "EvaluationCallback", "train", "load_run", "build_mode
 
 logger = logging.getLogger(__name__)
 
-MONITOR = "hits@10"  # the paper early-stops on validation Hits@10
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainResult:
@@ -77,13 +75,22 @@ class EvaluationCallback(keras.callbacks.Callback):
     """Filtered validation every ``eval_every`` epochs, early stopping, best weights, checkpoint.
 
     After each validation it adds ``val_mrr``, ``val_hits_at_{1,3,10}`` to the epoch logs
-    (so TensorBoard, placed after it, records them), saves ``best.weights.npz`` when
-    validation Hits@10 improves, stops after ``patience`` validations without improvement,
-    and writes the resumable ``checkpoint.npz``.
+    (so TensorBoard, placed after it, records them), saves ``best.weights.npz`` when the
+    monitored validation metric (Hits@10 by default, as the paper) improves, stops after
+    ``patience`` validations without improvement, and writes the resumable ``checkpoint.npz``.
     """
 
-    def __init__(self, evaluator: FilteredEvaluator, run_dir: Path, eval_every: int, patience: int, state: dict):
+    def __init__(
+        self,
+        evaluator: FilteredEvaluator,
+        run_dir: Path,
+        eval_every: int,
+        patience: int,
+        state: dict,
+        monitor: str = "hits@10",
+    ):
         super().__init__()
+        self.monitor = monitor
         self.evaluator = evaluator
         self.run_dir = run_dir
         self.eval_every = eval_every
@@ -109,13 +116,13 @@ class EvaluationCallback(keras.callbacks.Callback):
         summary = {k: metrics[k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
         self.state["history"].append({"epoch": done, **summary, **{k: float(v) for k, v in logs.items()}})
         logger.info("epoch %d validation: %s", done, json.dumps(summary))
-        if metrics[MONITOR] > self.state["best"]:
-            self.state.update(best=metrics[MONITOR], best_epoch=done, wait=0, best_valid=metrics)
+        if metrics[self.monitor] > self.state["best"]:
+            self.state.update(best=metrics[self.monitor], best_epoch=done, wait=0, best_valid=metrics)
             save_weights(self.run_dir / "best.weights.npz", self.model)
         else:
             self.state["wait"] += 1
             if self.state["wait"] >= self.patience:
-                logger.info("early stopping: no better validation %s for %d validations", MONITOR, self.patience)
+                logger.info("early stopping: no better validation %s for %d validations", self.monitor, self.patience)
                 self.model.stop_training = True
         self.state["epoch"] = done
         self.state["train_seconds"] = self.elapsed()
@@ -221,7 +228,9 @@ def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) ->
     )
     log_dir = run_dir / "tensorboard"
     _write_hparams(log_dir, cfg)
-    validation = EvaluationCallback(evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state)
+    validation = EvaluationCallback(
+        evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state, monitor=cfg.train.monitor
+    )
     callbacks = [
         keras.callbacks.TerminateOnNaN(),
         validation,

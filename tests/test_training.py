@@ -52,6 +52,16 @@ def test_resumed_run_ends_where_an_uninterrupted_run_ends(tmp_path):
         assert resumed.metrics[split]["mrr"] == pytest.approx(straight.metrics[split]["mrr"], abs=1e-4)
 
 
+@pytest.mark.parametrize("monitor", ["hits@10", "mrr"])
+def test_best_epoch_is_the_best_validation_of_the_monitored_metric(tmp_path, monitor):
+    result = train(_cfg(epochs=6, monitor=monitor), tmp_path / "run", verbose=0)
+    history = result.metrics["history"]
+    values = [h[monitor] for h in history]
+    first_best = history[values.index(max(values))]["epoch"]  # ties keep the earlier epoch
+    assert result.metrics["best_epoch"] == first_best
+    assert result.metrics["valid"][monitor] == pytest.approx(max(values))
+
+
 def test_checkpoint_restores_weights_and_optimizer_state(tmp_path):
     cfg = _cfg(epochs=1)
     train(cfg, tmp_path / "run", verbose=0)
