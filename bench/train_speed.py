@@ -54,9 +54,9 @@ class _EpochClock(keras.callbacks.Callback):
         self.seconds.append(time.perf_counter() - self._start)
 
 
-def ours(index, batch, neg, shared, steps, repeats, joint=True, seed=0) -> list[float]:
+def ours(index, batch, neg, shared, steps, repeats, joint=True, side="per-positive", seed=0) -> list[float]:
     """Steady-state rate of the real pipeline: one ``fit`` of 1 + repeats epochs of ``steps`` steps."""
-    cfg = SamplerConfig(batch_size=batch, neg=neg, p=0.3 if joint else 0.0, shared_negatives=shared)
+    cfg = SamplerConfig(batch_size=batch, neg=neg, p=0.3 if joint else 0.0, shared_negatives=shared, corrupt_side=side)
     ds = make_train_dataset(index, cfg, seed=seed)
     model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=200, joint=joint)
     model.compile(optimizer=keras.optimizers.Adam(0.001), jit_compile=True)
@@ -140,15 +140,19 @@ def main() -> None:
     folder = data_dir("fb15k-237", args.data_dir)
     _, _, index = build_index(read_split_folder(folder), "fb15k-237")
 
+    # Default side (one head-or-tail coin per positive) unless the name says per-negative.
     configs = [
         ("per-triple", 500, 50, 0, True),
         ("per-triple", 1000, 100, 0, True),
         ("shared", 1000, 100, args.shared, True),
+        ("per-triple per-negative-side", 500, 50, 0, True),
+        ("shared per-negative-side", 1000, 100, args.shared, True),
         ("per-triple baseline (no joint, p 0)", 500, 50, 0, False),
     ]
     results = {}
     for name, b, k, c, joint in configs:
-        rates = ours(index, b, k, c, args.steps, args.repeats, joint=joint)
+        side = "per-negative" if "per-negative" in name else "per-positive"
+        rates = ours(index, b, k, c, args.steps, args.repeats, joint=joint, side=side)
         results[f"{name} {b}x{k}"] = {
             "median_pos_per_s": round(statistics.median(rates)),
             "runs": [round(r) for r in rates],

@@ -11,6 +11,7 @@ from jobi_tf.cli.options import eval_options
 
 from jobi_tf.config import (
     CORRUPT_SIDES,
+    INITS,
     MONITORS,
     DataConfig,
     EvalConfig,
@@ -73,6 +74,13 @@ def _default_out(cfg: RunConfig) -> Path:
     show_default=True,
     metavar="C",
     help="Share the uniform negatives within chunks of C positives (0 = per triple).",
+)
+@click.option(
+    "--init",
+    type=click.Choice(INITS),
+    default="table-glorot",
+    show_default=True,
+    help="Embedding init: Glorot-normal over each table (the paper's code) or N(0, 2/width) per row (PyKEEN's).",
 )
 @click.option(
     "--corrupt-side",
@@ -140,7 +148,7 @@ def train(ctx: click.Context, **flags) -> None:
             shared_negatives=flags["shared_negatives"],
             corrupt_side=flags["corrupt_side"],
         ),
-        model=ModelConfig(model=flags["model"], dim=flags["dim"], joint=flags["joint"]),
+        model=ModelConfig(model=flags["model"], dim=flags["dim"], joint=flags["joint"], init=flags["init"]),
         train=TrainConfig(
             loss=flags["loss"],
             alpha=flags["alpha"],

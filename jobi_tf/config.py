@@ -21,6 +21,7 @@ OPTIMIZERS = ("adam", "adagrad")
 RANK_TYPES = ("optimistic", "realistic", "pessimistic")
 CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
+INITS = ("table-glorot", "row-glorot")
 
 
 def _positive_int(field: str, value: int, minimum: int = 1) -> None:
@@ -120,14 +121,20 @@ class ModelConfig:
         model: ``distmult``, ``complex`` or ``simple``.
         dim: components per part (ComplEx 200 = 200 real + 200 imaginary).
         joint: add the pair head (JoBi); False is the plain baseline.
+        init: ``table-glorot`` draws each table from Glorot-normal over the whole table
+            (std ``sqrt(2 / (rows + width))``, as the paper's code); ``row-glorot`` uses
+            ``N(0, 2 / width)`` per component (PyKEEN's ``xavier_normal``), much larger
+            for big entity tables.
     """
 
     model: str = "complex"
     dim: int = 200
     joint: bool = False
+    init: str = "table-glorot"
 
     def __post_init__(self) -> None:
         _choice("model", self.model, MODELS)
+        _choice("init", self.init, INITS)
         _positive_int("dim", self.dim)
 
 

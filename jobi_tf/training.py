@@ -61,6 +61,7 @@ def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
         alpha=cfg.train.alpha,
         loss=cfg.train.loss,
         regularization=cfg.train.regularization,
+        init=cfg.model.init,
         name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
     )
 

@@ -11,6 +11,8 @@ into ``L_tri + alpha * L_bi``. Keras's ``train_step`` is kept as it is.
 
 from __future__ import annotations
 
+import math
+
 import keras
 import tensorflow as tf
 
@@ -64,6 +66,7 @@ class JoBiModel(keras.Model):
         alpha: float = 0.5,
         loss: str = "sampled-softmax",
         regularization: float = 0.0,
+        init: str = "table-glorot",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -83,16 +86,16 @@ class JoBiModel(keras.Model):
         self.alpha = alpha
         self.regularization = regularization
         self.loss_kind = loss
+        self.init = init
         ew, rw = self.scorer.entity_width(dim), self.scorer.relation_width(dim)
-        # Xavier/Glorot-normal, as the paper's code initialises its tables.
         self.entity_embeddings = self.add_weight(
-            shape=(num_entities, ew), initializer="glorot_normal", name="entity_embeddings"
+            shape=(num_entities, ew), initializer=_initializer(init, ew), name="entity_embeddings"
         )
         self.triple_relations = self.add_weight(
-            shape=(num_relations, rw), initializer="glorot_normal", name="triple_relations"
+            shape=(num_relations, rw), initializer=_initializer(init, rw), name="triple_relations"
         )
         self.pair_relations = (
-            self.add_weight(shape=(num_relations, rw), initializer="glorot_normal", name="pair_relations")
+            self.add_weight(shape=(num_relations, rw), initializer=_initializer(init, rw), name="pair_relations")
             if joint
             else None
         )
@@ -231,8 +234,18 @@ class JoBiModel(keras.Model):
             "alpha": self.alpha,
             "loss": self.loss_kind,
             "regularization": self.regularization,
+            "init": self.init,
             "name": self.name,
         }
+
+
+def _initializer(init: str, width: int) -> keras.initializers.Initializer | str:
+    """``table-glorot``: Glorot-normal over the table (the paper's code); ``row-glorot``: N(0, 2 / width)."""
+    if init == "table-glorot":
+        return "glorot_normal"
+    if init == "row-glorot":
+        return keras.initializers.RandomNormal(stddev=math.sqrt(2.0 / width))
+    raise ValueError(f"init must be 'table-glorot' or 'row-glorot'. Received: {init!r}")
 
 
 def _scale(value: tf.Tensor) -> tf.Tensor:

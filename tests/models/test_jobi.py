@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from jobi_tf.config import ModelConfig
+from jobi_tf.errors import ConfigError
 from jobi_tf.models import JoBiModel
 
 
@@ -148,6 +150,24 @@ def test_config_round_trip():
     assert clone.get_config() == model.get_config()
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
     assert isinstance(restored, JoBiModel) and restored.alpha == 0.25
+
+
+@pytest.mark.parametrize("name", ["complex", "simple"])
+def test_init_scales(name):
+    """table-glorot: std sqrt(2 / (rows + width)); row-glorot: std sqrt(2 / width)."""
+    keras.utils.set_random_seed(0)
+    rows = 3000
+    for init in ("table-glorot", "row-glorot"):
+        model = JoBiModel(num_entities=rows, num_relations=400, model=name, dim=50, joint=True, init=init)
+        for table in (model.entity_embeddings, model.triple_relations, model.pair_relations):
+            n, width = table.shape
+            values = table.numpy()
+            want = np.sqrt(2.0 / (n + width)) if init == "table-glorot" else np.sqrt(2.0 / width)
+            assert values.std() == pytest.approx(want, rel=0.05), (init, table.path)
+            assert abs(values.mean()) < 0.05 * want
+    assert JoBiModel.from_config(model.get_config()).init == "row-glorot"
+    with pytest.raises(ConfigError, match="--init"):
+        ModelConfig(init="zeros")
 
 
 def test_bad_arguments_name_themselves():
