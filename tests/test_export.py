@@ -180,6 +180,18 @@ def test_the_export_holds_only_the_triple_tables_and_the_vocabularies(random_exp
     assert info["model"] == "complex" and info["filter_known"] is False
 
 
+def test_no_signature_gathers_from_a_variable(random_export):
+    """A ``ResourceGather`` would make every top-k matmul copy the whole table (see ``export._read``)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    export = random_export("complex", filter_known=True)
+    saved = saved_model_pb2.SavedModel.FromString((export.path / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    ops = {node.op for function in graph.library.function for node in function.node_def}
+    assert "ResourceGather" not in ops
+    assert {"ReadVariableOp", "GatherV2", "TopKV2"} <= ops
+
+
 def test_a_fresh_process_loads_it_and_saved_model_cli_lists_the_signatures(random_export):
     export = random_export("complex")
     code = (
