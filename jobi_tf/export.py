@@ -112,7 +112,7 @@ class _KnownFacts(tf.Module):
         super().__init__(name=name)
         self.keys = tf.Variable(csr.keys.astype(np.int64), trainable=False, name="keys")
         self.offsets = tf.Variable(csr.offsets.astype(np.int64), trainable=False, name="offsets")
-        self.values = tf.Variable(csr.values.astype(np.int64), trainable=False, name="values")
+        self.values = tf.Variable(csr.values.astype(np.int32), trainable=False, name="values")  # entity ids
 
     def mask(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
         """``scores [B, E]`` with the known entities of each row's key set to ``-inf``."""
@@ -123,7 +123,7 @@ class _KnownFacts(tf.Module):
         starts = tf.where(hit, tf.gather(offsets, pos), 0)
         limits = tf.where(hit, tf.gather(offsets, pos + 1), 0)
         spans = tf.ragged.range(starts, limits)
-        cells = tf.stack([spans.value_rowids(), tf.gather(values, spans.flat_values)], axis=1)
+        cells = tf.stack([spans.value_rowids(), tf.cast(tf.gather(values, spans.flat_values), tf.int64)], axis=1)
         minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
         return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
 
