@@ -320,7 +320,10 @@ def _check_inputs(
 ) -> None:
     for name, table in (("entity_embeddings", entity_table), ("triple_relations", relation_table)):
         if not np.all(np.isfinite(table)):
-            raise ExportError(f"{name}: {np.sum(~np.isfinite(table))} non-finite weights (NaN/Inf); not exported")
+            raise ExportError(
+                f"{name}: {np.sum(~np.isfinite(table))} non-finite weights (NaN/Inf): the run diverged; "
+                "nothing exported (retrain, e.g. with a lower --lr)"
+            )
     if len(entities) != len(entity_table) or len(relations) != len(relation_table):
         raise ExportError(
             f"vocabularies ({len(entities)} entities, {len(relations)} relations) do not match the tables "
@@ -340,7 +343,11 @@ def _move_into_place(staging: Path, final: Path) -> None:
         return
     old = final.with_name(f"{final.name}.replaced-{secrets.token_hex(4)}")
     os.rename(final, old)
-    os.rename(staging, final)
+    try:
+        os.rename(staging, final)
+    except OSError:
+        os.rename(old, final)  # put the previous version back
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 
