@@ -1,7 +1,8 @@
 """Map library errors to click's one-line errors and exit codes.
 
 ``ConfigError`` (a bad flag value) becomes a usage error, exit 2, naming the flag; every
-other ``JobiError`` becomes ``Error: <one line>``, exit 1. With ``--debug`` the original
+other ``JobiError``, and the serving client's ``ServingError`` (server unreachable, not an
+export), becomes ``Error: <one line>``, exit 1. With ``--debug`` the original
 exception propagates with its traceback.
 """
 
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Callable
 
 import click
+from jobi_tf.serving.client import ServingError
 
 from jobi_tf.errors import ConfigError, JobiError
 
@@ -29,7 +31,7 @@ def reports_errors(fn: Callable) -> Callable:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             raise click.UsageError(str(exc), ctx=ctx) from None
-        except JobiError as exc:
+        except (JobiError, ServingError) as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             raise click.ClickException(str(exc)) from None

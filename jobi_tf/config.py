@@ -13,7 +13,7 @@ from typing import Any
 
 from jobi_tf.errors import ConfigError
 
-__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "RunConfig"]
+__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "RunConfig", "ExportConfig"]
 
 MODELS = ("distmult", "complex", "simple")
 LOSSES = ("sampled-softmax", "full-softmax")
@@ -242,3 +242,24 @@ class RunConfig:
         d["train"].pop("epochs")
         d["train"].pop("patience")
         return d
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportConfig:
+    """How a run becomes a SavedModel (not part of `RunConfig`: one run can be exported many ways).
+
+    Attributes:
+        version: the TensorFlow Serving version folder ``EXPORT_BASE/<version>``; None
+            takes one more than the highest existing version (1 in an empty folder).
+        force: replace an existing version (otherwise it is refused).
+        filter_known: in ``predict_tail``/``predict_head``, rank the facts of the training
+            split last (score ``-inf``), so the top-k holds only new facts.
+    """
+
+    version: int | None = None
+    force: bool = False
+    filter_known: bool = False
+
+    def __post_init__(self) -> None:
+        if self.version is not None:
+            _positive_int("version", self.version)

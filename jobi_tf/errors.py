@@ -12,6 +12,7 @@ __all__ = [
     "DatasetFormatError",
     "ConfigError",
     "CheckpointMismatchError",
+    "ExportError",
 ]
 
 
@@ -46,3 +47,7 @@ class ConfigError(JobiError):
 
 class CheckpointMismatchError(JobiError):
     """A run folder holds a run whose configuration differs from the requested one."""
+
+
+class ExportError(JobiError):
+    """A SavedModel cannot be written (NaN weights, an existing version) or read (not an export)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -75,3 +76,53 @@ def shared_datasets() -> Path:
     if not root:
         pytest.skip("JOBI_TF_DATA_DIR not set")
     return Path(root)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomExport:
+    """A SavedModel written from a `JoBiModel` with random weights, and what it came from."""
+
+    path: Path
+    model: object  # JoBiModel; kept untyped so this file does not import TensorFlow
+    entities: object  # Vocab
+    relations: object  # Vocab
+    train: np.ndarray  # int32 (N, 3) training ids, for the known-facts filter
+
+
+#: Entity names of the random exports: spaces and non-ASCII letters must survive the round trip.
+EXPORT_ENTITIES = ["Berlin", "Germany", "São Paulo", "Brazil", "is a city"] + [f"entity {i:02d}" for i in range(25)]
+EXPORT_RELATIONS = ["is-capital-of", "is-located-in", "borders", "related to"]
+
+
+@pytest.fixture(scope="session")
+def random_export(tmp_path_factory):
+    """``make(model="complex", filter_known=False) -> RandomExport``, each built once per session.
+
+    The model is joint (it has a pair head), so tests can check that the pair head is left out.
+    """
+    from jobi_tf.config import ExportConfig
+    from jobi_tf.data.vocab import Vocab
+    from jobi_tf.export import export_saved_model
+    from jobi_tf.models import JoBiModel
+
+    built: dict[tuple[str, bool], RandomExport] = {}
+
+    def make(model: str = "complex", filter_known: bool = False) -> RandomExport:
+        if (model, filter_known) not in built:
+            rng = np.random.default_rng(11)
+            entities, relations = Vocab.from_labels(EXPORT_ENTITIES), Vocab.from_labels(EXPORT_RELATIONS)
+            jobi = JoBiModel(num_entities=len(entities), num_relations=len(relations), model=model, dim=5, joint=True)
+            for var in (jobi.entity_embeddings, jobi.triple_relations, jobi.pair_relations):
+                var.assign(rng.normal(size=var.shape).astype(np.float32))
+            e, r = len(entities), len(relations)
+            train = np.unique(
+                np.stack([rng.integers(e, size=60), rng.integers(r, size=60), rng.integers(e, size=60)], 1), axis=0
+            )
+            base = tmp_path_factory.mktemp(f"export-{model}-{'filtered' if filter_known else 'raw'}")
+            result = export_saved_model(
+                jobi, entities, relations, base, ExportConfig(filter_known=filter_known), train_triples=train
+            )
+            built[model, filter_known] = RandomExport(result.path, jobi, entities, relations, train.astype(np.int32))
+        return built[model, filter_known]
+
+    return make

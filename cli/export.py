@@ -1,0 +1,62 @@
+"""``jobi-tf export RUN_DIR --out EXPORT_BASE``: the run's triple scorer as a versioned SavedModel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from jobi_tf.cli._errors import progress_to_stderr, reports_errors
+
+from jobi_tf.config import ExportConfig
+
+__all__ = ["export"]
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--out",
+    "export_base",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="The model's base folder (TensorFlow Serving's --model_base_path); the export goes to OUT/<version>/.",
+)
+@click.option(
+    "--version",
+    type=int,
+    default=None,
+    help="Version number. Default: one more than the highest version in OUT (1 if none).",
+)
+@click.option("--force", is_flag=True, help="Replace an existing version.")
+@click.option(
+    "--filter-known/--no-filter-known",
+    default=False,
+    show_default=True,
+    help="Rank training facts last in predict_tail/predict_head, so the top-k holds only new facts.",
+)
+@click.pass_context
+@reports_errors
+def export(ctx: click.Context, run_dir: str, export_base: str, version: int | None, force: bool, filter_known: bool):
+    """Export RUN_DIR's best weights (triple head only) to OUT/<version>/; print what was written as JSON.
+
+    The SavedModel takes and returns names: signatures score, predict_tail (the default) and
+    predict_head. It is written to OUT/<version>.incomplete-* and renamed when complete.
+
+    Example: jobi-tf export runs/fb15k-237-complex-jobi-p0.3-seed0 --out exports/jobi
+    """
+    cfg = ExportConfig(version=version, force=force, filter_known=filter_known)
+    from jobi_tf.export import export_run  # imports TensorFlow
+
+    with progress_to_stderr():
+        result = export_run(run_dir, export_base, cfg)
+    checkpoint = Path(run_dir) / "checkpoint.npz"
+    summary = {
+        "export_dir": str(result.path),
+        "version": result.version,
+        "export_bytes": result.export_bytes,
+        "table_bytes": result.table_bytes,
+        "checkpoint_bytes": checkpoint.stat().st_size if checkpoint.exists() else None,
+        "filter_known": filter_known,
+    }
+    click.echo(json.dumps(summary))

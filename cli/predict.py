@@ -1,0 +1,86 @@
+"""``jobi-tf predict``: ask an export, in-process or through TensorFlow Serving.
+
+The query's shape picks the signature: ``--head --relation`` asks for tails,
+``--relation --tail`` for heads, all three for the triple's score.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+from jobi_tf.cli._errors import reports_errors
+
+__all__ = ["predict"]
+
+
+def _predictor(model: str | None, server: str | None, model_name: str, model_version: int | None, timeout: float):
+    from jobi_tf.serving import client  # imports TensorFlow only for --model and grpc://
+
+    if (model is None) == (server is None):
+        raise click.UsageError("give exactly one of --model PATH (in-process) and --server URL")
+    if model is not None:
+        return client.LocalPredictor(model)
+    if server.startswith("grpc://"):
+        return client.GrpcPredictor(server[len("grpc://") :], model_name, model_version, timeout)
+    if server.startswith(("http://", "https://")):
+        return client.RestPredictor(server, model_name, model_version, timeout)
+    raise click.BadParameter("must start with http:// (REST) or grpc:// (gRPC)", param_hint="--server")
+
+
+def _table(answer) -> str:
+    q = answer.query
+    shown = f"({q['head'] or '?'}, {q['relation']}, {q['tail'] or '?'})"
+    if answer.signature == "score":
+        return f"{shown}\tscore {answer.scores[0]:.7g}"
+    slot = "tail" if answer.signature == "predict_tail" else "head"
+    width = max([len(slot)] + [len(name) for name in answer.entities])
+    lines = [f"{shown}: top {len(answer.entities)} {slot}s", f"{'rank':>4}  {slot:<{width}}  score"]
+    lines += [
+        f"{i:>4}  {name:<{width}}  {score:.7g}"
+        for i, (name, score) in enumerate(zip(answer.entities, answer.scores, strict=True), 1)
+    ]
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option(
+    "--model",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="An export (EXPORT_BASE/N, or EXPORT_BASE for its latest version), loaded in this process.",
+)
+@click.option(
+    "--server",
+    default=None,
+    metavar="URL",
+    help="A running tensorflow_model_server: http://HOST:8501 (REST) or grpc://HOST:8500.",
+)
+@click.option("--model-name", default="jobi", show_default=True, help="The model's name on the server.")
+@click.option("--model-version", type=int, default=None, help="A version on the server. Default: the latest.")
+@click.option("--head", default=None, help="Head entity name.")
+@click.option("--relation", required=True, help="Relation name.")
+@click.option("--tail", default=None, help="Tail entity name.")
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Answers to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of a table.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per server request.")
+@click.pass_context
+@reports_errors
+def predict(ctx: click.Context, **flags) -> None:
+    """Top-k tails of (--head, --relation), heads of (--relation, --tail), or the score of all three.
+
+    Example: jobi-tf predict --model exports/jobi/1 --head Berlin --relation is-capital-of -k 10
+    """
+    if flags["head"] is None and flags["tail"] is None:
+        raise click.UsageError("give --head, --tail, or both")
+    from jobi_tf.serving.client import ServingError, ask
+
+    predictor = _predictor(
+        flags["model"], flags["server"], flags["model_name"], flags["model_version"], flags["timeout"]
+    )
+    answer = ask(predictor, flags["head"], flags["relation"], flags["tail"], flags["k"])
+    if not answer.found:
+        q = answer.query
+        names = ", ".join(f"{slot}={q[slot]!r}" for slot in ("head", "relation", "tail") if q[slot] is not None)
+        raise ServingError(f"unknown name: one of {names} is not in the export's vocabulary")
+    click.echo(json.dumps(answer.to_json()) if flags["as_json"] else _table(answer))

@@ -1,0 +1,368 @@
+"""Versioned SavedModel of the triple scorer, for TensorFlow Serving.
+
+An export answers questions in *names*: the entity and relation vocabularies ship as
+SavedModel assets read by ``tf.lookup`` tables, so clients never see integer ids. It holds
+only what the test-time model needs — the entity table and the triple head's relation
+table (SimplE's inverse-relation and tail-role halves live in the same rows) — and no pair
+head, optimizer slot or training graph.
+
+Signatures (inputs → outputs; ``B`` is the batch, ``k`` is clipped to ``[0, num_entities]``):
+
+* ``score``: ``head, relation, tail`` string ``[B]`` → ``score`` float32 ``[B]``,
+  ``found`` bool ``[B]``.
+* ``predict_tail`` (also ``serving_default``): ``head, relation`` string ``[B]``, ``k``
+  int32 scalar → ``tails`` string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``.
+* ``predict_head``: ``relation, tail`` string ``[B]``, ``k`` int32 scalar → ``heads``
+  string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``.
+
+Unknown names, the same in every signature: a row with a name outside the vocabulary gets
+``found = False``, score(s) NaN and empty names; the other rows are answered normally.
+Nothing raises, so one bad row never fails a batch.
+
+Top-k is one matmul of the query against the entity table and ``tf.math.top_k`` (ties:
+lower id first). Exported with ``filter_known``, the training facts of each query are set
+to ``-inf`` before the top-k, so they come last and appear only when ``k`` exceeds the
+number of other entities.
+
+Writing is atomic: the SavedModel goes to ``<base>/<version>.incomplete-*`` (not a number,
+so TensorFlow Serving ignores it) and is renamed to ``<base>/<version>`` when complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from jobi_tf.config import ExportConfig
+from jobi_tf.data.index import CSR
+from jobi_tf.data.vocab import Vocab
+from jobi_tf.errors import ExportError
+from jobi_tf.models import JoBiModel
+from jobi_tf.models.scorers import Scorer
+from jobi_tf.training import load_run
+from jobi_tf.types import HEAD, RELATION, TAIL
+
+__all__ = ["SIGNATURES", "ExportResult", "TripleScorerModule", "export_saved_model", "export_run", "directory_bytes"]
+
+logger = logging.getLogger(__name__)
+
+#: Signature names; ``serving_default`` is ``predict_tail``.
+SIGNATURES = ("score", "predict_tail", "predict_head")
+#: Extra file TensorFlow Serving ignores: what was exported, from where, how.
+METADATA_FILE = "assets.extra/jobi_tf.json"
+
+_NAMES = tf.TensorSpec([None], tf.string)
+_K = tf.TensorSpec([], tf.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+    """What an export wrote.
+
+    Attributes:
+        path: the version folder ``<base>/<version>``.
+        version: its number.
+        export_bytes: size on disk of the whole SavedModel.
+        table_bytes: size of the two float32 tables it serves (entity + triple relation).
+    """
+
+    path: Path
+    version: int
+    export_bytes: int
+    table_bytes: int
+
+
+def _read(variable: tf.Variable) -> tf.Tensor:
+    """The variable's value as a tensor, to gather from.
+
+    Why not ``tf.gather(variable, ids)``: a gather on the variable itself (``ResourceGather``)
+    puts it in copy-on-read mode, and every dense read after it (the top-k matmul) then
+    copies the whole table: +2 ms per FB15k-237 query, more than the matmul itself.
+    """
+    return variable.value()
+
+
+def _vocab_table(path: str, size: int, *, to_ids: bool) -> tf.lookup.StaticHashTable:
+    """name → id (default -1) or id → name (default ""), read from a one-label-per-line asset."""
+    line, number = tf.lookup.TextFileIndex.WHOLE_LINE, tf.lookup.TextFileIndex.LINE_NUMBER
+    if to_ids:
+        init = tf.lookup.TextFileInitializer(path, tf.string, line, tf.int64, number, vocab_size=size)
+        return tf.lookup.StaticHashTable(init, default_value=-1)
+    init = tf.lookup.TextFileInitializer(path, tf.int64, number, tf.string, line, vocab_size=size)
+    return tf.lookup.StaticHashTable(init, default_value="")
+
+
+class _KnownFacts(tf.Module):
+    """Training facts of each query key as CSR (see `jobi_tf.data.index.CSR`), held in variables.
+
+    Variables rather than graph constants keep ``saved_model.pb`` small (and under
+    protobuf's 2 GiB limit) whatever the graph's size.
+    """
+
+    def __init__(self, csr: CSR, name: str) -> None:
+        super().__init__(name=name)
+        self.keys = tf.Variable(csr.keys.astype(np.int64), trainable=False, name="keys")
+        self.offsets = tf.Variable(csr.offsets.astype(np.int64), trainable=False, name="offsets")
+        self.values = tf.Variable(csr.values.astype(np.int32), trainable=False, name="values")  # entity ids
+
+    def mask(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
+        """``scores [B, E]`` with the known entities of each row's key set to ``-inf``."""
+        keys, offsets, values = _read(self.keys), _read(self.offsets), _read(self.values)
+        last = tf.shape(keys, out_type=tf.int64)[0] - 1
+        pos = tf.minimum(tf.searchsorted(keys, query_keys, out_type=tf.int64), last)
+        hit = tf.gather(keys, pos) == query_keys
+        starts = tf.where(hit, tf.gather(offsets, pos), 0)
+        limits = tf.where(hit, tf.gather(offsets, pos + 1), 0)
+        spans = tf.ragged.range(starts, limits)
+        cells = tf.stack([spans.value_rowids(), tf.cast(tf.gather(values, spans.flat_values), tf.int64)], axis=1)
+        minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
+        return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
+
+
+class TripleScorerModule(tf.Module):
+    """The exported object: tables, vocabularies and the three signatures (module docstring).
+
+    Args:
+        scorer: the bilinear scorer of the run.
+        entity_embeddings: float32 ``(E, entity_width)``.
+        triple_relations: float32 ``(R, relation_width)``, the triple head's table.
+        entity_vocab, relation_vocab: one-label-per-line files (line number = id); they
+            become assets of the SavedModel.
+        known_tails: training tails keyed by ``head * R + relation``, or None (no filter).
+        known_heads: training heads keyed by ``tail * R + relation``, or None.
+    """
+
+    def __init__(
+        self,
+        scorer: Scorer,
+        entity_embeddings: np.ndarray,
+        triple_relations: np.ndarray,
+        entity_vocab: str,
+        relation_vocab: str,
+        known_tails: CSR | None = None,
+        known_heads: CSR | None = None,
+    ) -> None:
+        super().__init__(name="jobi_triple_scorer")
+        self._scorer = scorer
+        self.num_entities, self.num_relations = len(entity_embeddings), len(triple_relations)
+        self.entity_embeddings = tf.Variable(entity_embeddings, trainable=False, name="entity_embeddings")
+        self.triple_relations = tf.Variable(triple_relations, trainable=False, name="triple_relations")
+        self.entity_ids = _vocab_table(entity_vocab, self.num_entities, to_ids=True)
+        self.relation_ids = _vocab_table(relation_vocab, self.num_relations, to_ids=True)
+        self.entity_names = _vocab_table(entity_vocab, self.num_entities, to_ids=False)
+        self.known_tails = _KnownFacts(known_tails, "known_tails") if known_tails is not None else None
+        self.known_heads = _KnownFacts(known_heads, "known_heads") if known_heads is not None else None
+
+    @staticmethod
+    def _safe(found: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
+        """Unknown ids (-1) become 0 so gathers stay in range; their outputs are masked later."""
+        return tf.where(found, ids, tf.zeros_like(ids))
+
+    @tf.function(input_signature=[_NAMES, _NAMES, _NAMES], autograph=False)
+    def score(self, head: tf.Tensor, relation: tf.Tensor, tail: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Triple-head score of each (head, relation, tail) row; NaN where a name is unknown."""
+        h, r, t = self.entity_ids.lookup(head), self.relation_ids.lookup(relation), self.entity_ids.lookup(tail)
+        found = (h >= 0) & (r >= 0) & (t >= 0)
+        h, r, t = self._safe(found, h), self._safe(found, r), self._safe(found, t)
+        entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
+        # The same expression as JoBiModel.score_triples.
+        query = self._scorer.tail_query(tf.gather(entities, h), tf.gather(relations, r))
+        scores = tf.reduce_sum(query * tf.gather(entities, t), axis=-1)
+        return {"score": tf.where(found, scores, np.nan), "found": found}
+
+    @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
+    def predict_tail(self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Top-k tails of each (head, relation) row."""
+        h, r = self.entity_ids.lookup(head), self.relation_ids.lookup(relation)
+        found = (h >= 0) & (r >= 0)
+        h, r = self._safe(found, h), self._safe(found, r)
+        entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
+        query = self._scorer.tail_query(tf.gather(entities, h), tf.gather(relations, r))
+        names, scores = self._top_k(entities, query, h * self.num_relations + r, self.known_tails, found, k)
+        return {"tails": names, "scores": scores, "found": found}
+
+    @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
+    def predict_head(self, relation: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Top-k heads of each (relation, tail) row."""
+        r, t = self.relation_ids.lookup(relation), self.entity_ids.lookup(tail)
+        found = (r >= 0) & (t >= 0)
+        r, t = self._safe(found, r), self._safe(found, t)
+        entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
+        query = self._scorer.head_query(tf.gather(relations, r), tf.gather(entities, t))
+        names, scores = self._top_k(entities, query, t * self.num_relations + r, self.known_heads, found, k)
+        return {"heads": names, "scores": scores, "found": found}
+
+    def _top_k(
+        self,
+        entities: tf.Tensor,
+        query: tf.Tensor,
+        keys: tf.Tensor,
+        known: _KnownFacts | None,
+        found: tf.Tensor,
+        k: tf.Tensor,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Names ``[B, k]`` and scores ``[B, k]`` of the best entities for ``query [B, W]``."""
+        scores = tf.matmul(query, entities, transpose_b=True)  # [B, E]
+        if known is not None:
+            scores = known.mask(scores, keys)
+        best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_entities))
+        names = self.entity_names.lookup(tf.cast(ids, tf.int64))
+        return tf.where(found[:, None], names, ""), tf.where(found[:, None], best, np.nan)
+
+
+def directory_bytes(path: str | os.PathLike[str]) -> int:
+    """Total size of the files under ``path``."""
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def _next_version(base: Path) -> int:
+    versions = [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()] if base.is_dir() else []
+    return max(versions, default=0) + 1
+
+
+def _known_facts(train: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
+    """Training tails keyed by ``h * R + r`` and heads keyed by ``t * R + r``."""
+    train = train.astype(np.int64)
+    tails = CSR.from_pairs(train[:, HEAD] * num_relations + train[:, RELATION], train[:, TAIL])
+    heads = CSR.from_pairs(train[:, TAIL] * num_relations + train[:, RELATION], train[:, HEAD])
+    return tails, heads
+
+
+def export_saved_model(
+    model: JoBiModel,
+    entities: Vocab,
+    relations: Vocab,
+    base_dir: str | os.PathLike[str],
+    cfg: ExportConfig | None = None,
+    *,
+    train_triples: np.ndarray | None = None,
+    metadata: dict | None = None,
+) -> ExportResult:
+    """Write the triple scorer of ``model`` as ``<base_dir>/<version>``.
+
+    Args:
+        model: a built `JoBiModel` (any scorer; its pair head is left out).
+        entities, relations: the run's vocabularies (line number = id).
+        base_dir: the folder TensorFlow Serving watches (created if missing).
+        cfg: version, force and known-facts filter; default `ExportConfig()`.
+        train_triples: int ``(N, 3)`` training ids; required with ``cfg.filter_known``.
+        metadata: extra JSON-able facts for ``assets.extra/jobi_tf.json`` (e.g. the run folder).
+
+    Returns:
+        An `ExportResult`.
+
+    Raises:
+        ExportError: non-finite weights, vocabularies that do not match the tables, or an
+            existing version without ``force``. Nothing is written then.
+    """
+    cfg = cfg or ExportConfig()
+    base = Path(base_dir)
+    entity_table = np.asarray(model.entity_embeddings.numpy(), np.float32)
+    relation_table = np.asarray(model.triple_relations.numpy(), np.float32)
+    _check_inputs(entity_table, relation_table, entities, relations, cfg, train_triples)
+    version = cfg.version if cfg.version is not None else _next_version(base)
+    final = base / str(version)
+    if final.exists() and not cfg.force:
+        raise ExportError(f"{final}: version {version} exists; use --force to replace it or --version for another")
+    known = _known_facts(train_triples, len(relations)) if cfg.filter_known else (None, None)
+    info = {
+        "model": model.model_name,
+        "dim": model.dim,
+        "num_entities": len(entities),
+        "num_relations": len(relations),
+        "filter_known": cfg.filter_known,
+        "signatures": {"serving_default": "predict_tail", **{s: s for s in SIGNATURES}},
+        **(metadata or {}),
+    }
+    base.mkdir(parents=True, exist_ok=True)
+    staging = base / f"{version}.incomplete-{secrets.token_hex(4)}"
+    try:
+        with tempfile.TemporaryDirectory() as vocab_dir:
+            entities.save(Path(vocab_dir) / "entities.txt")
+            relations.save(Path(vocab_dir) / "relations.txt")
+            module = TripleScorerModule(
+                model.scorer,
+                entity_table,
+                relation_table,
+                str(Path(vocab_dir) / "entities.txt"),
+                str(Path(vocab_dir) / "relations.txt"),
+                *known,
+            )
+            signatures = {name: getattr(module, name) for name in SIGNATURES}
+            signatures["serving_default"] = module.predict_tail
+            tf.saved_model.save(module, str(staging), signatures=signatures)
+        (staging / METADATA_FILE).parent.mkdir(exist_ok=True)
+        (staging / METADATA_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        _move_into_place(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("exported %s", final)
+    return ExportResult(final, version, directory_bytes(final), entity_table.nbytes + relation_table.nbytes)
+
+
+def _check_inputs(
+    entity_table: np.ndarray,
+    relation_table: np.ndarray,
+    entities: Vocab,
+    relations: Vocab,
+    cfg: ExportConfig,
+    train_triples: np.ndarray | None,
+) -> None:
+    for name, table in (("entity_embeddings", entity_table), ("triple_relations", relation_table)):
+        if not np.all(np.isfinite(table)):
+            raise ExportError(
+                f"{name}: {np.sum(~np.isfinite(table))} non-finite weights (NaN/Inf): the run diverged; "
+                "nothing exported (retrain, e.g. with a lower --lr)"
+            )
+    if len(entities) != len(entity_table) or len(relations) != len(relation_table):
+        raise ExportError(
+            f"vocabularies ({len(entities)} entities, {len(relations)} relations) do not match the tables "
+            f"({len(entity_table)}, {len(relation_table)} rows)"
+        )
+    if cfg.filter_known and train_triples is None:
+        raise ExportError("filter_known needs the training triples (train_triples)")
+
+
+def _move_into_place(staging: Path, final: Path) -> None:
+    """Rename the complete export to its version; an existing one (``force``) is swapped out first."""
+    if not final.exists():
+        try:
+            os.rename(staging, final)
+        except OSError:  # another export took this version meanwhile; never write into it
+            raise ExportError(f"{final}: appeared while exporting; export again to take the next version") from None
+        return
+    old = final.with_name(f"{final.name}.replaced-{secrets.token_hex(4)}")
+    os.rename(final, old)
+    try:
+        os.rename(staging, final)
+    except OSError:
+        os.rename(old, final)  # put the previous version back
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def export_run(
+    run_dir: str | os.PathLike[str], base_dir: str | os.PathLike[str], cfg: ExportConfig | None = None
+) -> ExportResult:
+    """Export the best weights of a run folder (see `jobi_tf.training.load_run`)."""
+    run_dir = Path(run_dir)
+    _, model, evaluator = load_run(run_dir)
+    return export_saved_model(
+        model,
+        Vocab.load(run_dir / "entities.txt"),
+        Vocab.load(run_dir / "relations.txt"),
+        base_dir,
+        cfg,
+        train_triples=evaluator.index.train,
+        metadata={"run_dir": str(run_dir.resolve())},
+    )

@@ -1,0 +1,337 @@
+"""Ask an exported jobi-tf model questions: TensorFlow Serving by REST or gRPC, or in-process.
+
+An export (`jobi_tf.export`) has three signatures that take and return *names*:
+
+=============  ==================================  ==============================
+signature      inputs                              outputs
+=============  ==================================  ==============================
+score          head, relation, tail: ``[B]``       score ``[B]``, found ``[B]``
+predict_tail   head, relation: ``[B]``; k: scalar  tails, scores ``[B, k]``; found
+predict_head   relation, tail: ``[B]``; k: scalar  heads, scores ``[B, k]``; found
+=============  ==================================  ==============================
+
+A row with a name the export does not know has ``found = False``, NaN scores and empty
+names; nothing raises. The three backends share one method,
+``predict(signature, inputs) -> {output: nested list}``:
+
+* `RestPredictor`: ``POST /v1/models/NAME[/versions/N]:predict`` with the stdlib only.
+  ``k`` is a scalar, so predict requests use TF Serving's columnar ``inputs`` format (the
+  row ``instances`` format needs every input to share the batch dimension; ``score`` may
+  use either). Scores of unknown rows come back as the ``NaN`` token TF Serving writes,
+  which Python's `json` reads.
+* `GrpcPredictor`: ``PredictionService.Predict`` from ``tensorflow-serving-api`` (which
+  imports TensorFlow; imported only when used).
+* `LocalPredictor`: loads the SavedModel in this process (imports TensorFlow when built).
+
+Importing this module never imports TensorFlow, so a REST client runs on any machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+__all__ = [
+    "SIGNATURE_INPUTS",
+    "SIGNATURE_OUTPUTS",
+    "ServingError",
+    "Answer",
+    "rest_url",
+    "rest_request",
+    "decode_rest_response",
+    "grpc_request",
+    "decode_grpc_response",
+    "RestPredictor",
+    "GrpcPredictor",
+    "LocalPredictor",
+    "resolve_export",
+    "ask",
+]
+
+#: Input names of each signature, in the order a query reads them.
+SIGNATURE_INPUTS: dict[str, tuple[str, ...]] = {
+    "score": ("head", "relation", "tail"),
+    "predict_tail": ("head", "relation", "k"),
+    "predict_head": ("relation", "tail", "k"),
+}
+#: Output names of each signature.
+SIGNATURE_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "score": ("score", "found"),
+    "predict_tail": ("tails", "scores", "found"),
+    "predict_head": ("heads", "scores", "found"),
+}
+_STRING_INPUTS = ("head", "relation", "tail")
+
+
+class ServingError(Exception):
+    """A server cannot be reached or refuses a request, or a path is not an export.
+
+    The message is one line naming the server or path; the CLI prints it as ``Error: ...``.
+    """
+
+
+def _check_inputs(signature: str, inputs: dict) -> None:
+    if signature not in SIGNATURE_INPUTS:
+        raise ValueError(f"signature must be one of {sorted(SIGNATURE_INPUTS)}. Received: signature={signature!r}")
+    expected = set(SIGNATURE_INPUTS[signature])
+    if set(inputs) != expected:
+        raise ValueError(f"{signature} takes inputs {sorted(expected)}. Received: {sorted(inputs)}")
+
+
+# -- REST ---------------------------------------------------------------------------------
+def rest_url(server: str, model_name: str, version: int | None = None) -> str:
+    """``http://host:8501/v1/models/NAME[/versions/N]:predict`` for a server URL ``http://host:8501``."""
+    base = server.rstrip("/")
+    name = urllib.parse.quote(model_name, safe="")
+    return f"{base}/v1/models/{name}" + (f"/versions/{int(version)}" if version is not None else "") + ":predict"
+
+
+def rest_request(signature: str, inputs: dict, *, row_format: bool = False) -> dict:
+    """The JSON body of a TF Serving REST predict call.
+
+    Args:
+        signature: ``score``, ``predict_tail`` or ``predict_head``.
+        inputs: ``{input name: list of names}`` plus ``k`` (an int) for predict signatures.
+        row_format: send ``instances`` (one object per row) instead of the columnar
+            ``inputs``; only for ``score``, whose inputs all share the batch dimension.
+
+    >>> rest_request("predict_tail", {"head": ["Berlin"], "relation": ["capital-of"], "k": 3})
+    {'signature_name': 'predict_tail', 'inputs': {'head': ['Berlin'], 'relation': ['capital-of'], 'k': 3}}
+    """
+    _check_inputs(signature, inputs)
+    columns = {name: [str(v) for v in inputs[name]] if name in _STRING_INPUTS else int(inputs[name]) for name in inputs}
+    if not row_format:
+        return {"signature_name": signature, "inputs": columns}
+    if signature != "score":
+        raise ValueError(f"{signature}: k is a scalar, so use the columnar format (row_format=False)")
+    names = SIGNATURE_INPUTS[signature]
+    rows = [dict(zip(names, values, strict=True)) for values in zip(*(columns[n] for n in names), strict=True)]
+    return {"signature_name": signature, "instances": rows}
+
+
+def decode_rest_response(body: str | bytes | dict, signature: str) -> dict[str, list]:
+    """``{output name: nested list}`` from a TF Serving REST predict response.
+
+    Accepts the columnar answer (``{"outputs": {...}}``), the row answer
+    (``{"predictions": [{...}, ...]}``) and raises `ServingError` on ``{"error": ...}``.
+    """
+    data = json.loads(body) if isinstance(body, (str, bytes)) else body
+    if "error" in data:
+        raise ServingError(f"server error: {data['error']}")
+    names = SIGNATURE_OUTPUTS[signature]
+    if "outputs" in data:
+        outputs = data["outputs"]
+    elif "predictions" in data:
+        outputs = {name: [row[name] for row in data["predictions"]] for name in names}
+    else:
+        raise ServingError(f"not a TF Serving predict response (keys {sorted(data)})")
+    missing = [name for name in names if name not in outputs]
+    if missing:
+        raise ServingError(f"{signature}: the response lacks outputs {missing}; is the model a jobi-tf export?")
+    return {name: outputs[name] for name in names}
+
+
+class RestPredictor:
+    """TF Serving's REST API (default port 8501), stdlib only.
+
+    Args:
+        server: ``http://host:8501``.
+        model_name: the model's name on the server (``models.config``'s ``name``).
+        version: a version number, or None for the latest.
+        timeout: seconds per request.
+    """
+
+    def __init__(self, server: str, model_name: str, version: int | None = None, timeout: float = 10.0) -> None:
+        self.url = rest_url(server, model_name, version)
+        self.timeout = timeout
+
+    def predict(self, signature: str, inputs: dict) -> dict[str, list]:
+        body = json.dumps(rest_request(signature, inputs)).encode("utf-8")
+        request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return decode_rest_response(response.read(), signature)
+        except urllib.error.HTTPError as exc:  # TF Serving explains refusals as {"error": ...}
+            detail = exc.read().decode("utf-8", "replace")
+            try:
+                detail = json.loads(detail).get("error", detail)
+            except (ValueError, AttributeError):
+                pass
+            raise ServingError(f"{self.url}: HTTP {exc.code}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ServingError(f"cannot reach {self.url}: {reason}; is tensorflow_model_server running?") from None
+
+
+# -- gRPC ---------------------------------------------------------------------------------
+def grpc_request(signature: str, inputs: dict, model_name: str, version: int | None = None):
+    """A ``tensorflow_serving.apis.predict_pb2.PredictRequest`` (imports TensorFlow)."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+
+    _check_inputs(signature, inputs)
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = signature
+    if version is not None:
+        request.model_spec.version.value = int(version)
+    for name, value in inputs.items():
+        if name in _STRING_INPUTS:
+            proto = tf.make_tensor_proto([str(v).encode("utf-8") for v in value], dtype=tf.string, shape=[len(value)])
+        else:
+            proto = tf.make_tensor_proto(int(value), dtype=tf.int32)
+        request.inputs[name].CopyFrom(proto)
+    return request
+
+
+def decode_grpc_response(response, signature: str) -> dict[str, list]:
+    """``{output name: nested list}`` from a ``PredictResponse`` (strings decoded from UTF-8)."""
+    import tensorflow as tf
+
+    names = SIGNATURE_OUTPUTS[signature]
+    missing = [name for name in names if name not in response.outputs]
+    if missing:
+        raise ServingError(f"{signature}: the response lacks outputs {missing}; is the model a jobi-tf export?")
+    return {name: _to_lists(tf.make_ndarray(response.outputs[name])) for name in names}
+
+
+class GrpcPredictor:
+    """TF Serving's gRPC ``PredictionService`` (default port 8500).
+
+    Args:
+        target: ``host:8500``.
+        model_name, version, timeout: as for `RestPredictor`.
+    """
+
+    def __init__(self, target: str, model_name: str, version: int | None = None, timeout: float = 10.0) -> None:
+        import grpc
+        from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+        self.target, self.model_name, self.version, self.timeout = target, model_name, version, timeout
+        self._grpc = grpc
+        self._stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(target))
+
+    def predict(self, signature: str, inputs: dict) -> dict[str, list]:
+        request = grpc_request(signature, inputs, self.model_name, self.version)
+        try:
+            response = self._stub.Predict(request, timeout=self.timeout)
+        except self._grpc.RpcError as exc:
+            code = exc.code()
+            if code in (self._grpc.StatusCode.UNAVAILABLE, self._grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise ServingError(
+                    f"cannot reach grpc://{self.target}: {code.name}; is tensorflow_model_server running?"
+                ) from None
+            raise ServingError(f"grpc://{self.target}: {code.name}: {exc.details()}") from None
+        return decode_grpc_response(response, signature)
+
+
+# -- in-process ---------------------------------------------------------------------------
+def resolve_export(path: str | Path) -> Path:
+    """The SavedModel folder of ``path``: itself, or its highest numbered version.
+
+    Raises:
+        ServingError: ``path`` holds neither ``saved_model.pb`` nor numbered versions.
+    """
+    path = Path(path)
+    if (path / "saved_model.pb").is_file():
+        return path
+    versions = sorted((int(p.name), p) for p in path.glob("*") if p.name.isdigit() and (p / "saved_model.pb").is_file())
+    if not versions:
+        raise ServingError(f"{path}: not a SavedModel (no saved_model.pb) nor a folder of numbered versions")
+    return versions[-1][1]
+
+
+class LocalPredictor:
+    """The SavedModel loaded in this process with ``tf.saved_model.load`` (no server).
+
+    Args:
+        path: a version folder ``EXPORT_BASE/N``, or ``EXPORT_BASE`` (its latest version).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = resolve_export(path)
+        import tensorflow as tf
+
+        self._tf = tf
+        self._model = tf.saved_model.load(str(self.path))
+        self._signatures = {name: self._model.signatures[name] for name in SIGNATURE_INPUTS}
+
+    def predict(self, signature: str, inputs: dict) -> dict[str, list]:
+        _check_inputs(signature, inputs)
+        tf = self._tf
+        tensors = {
+            name: tf.constant([str(v) for v in value], tf.string)
+            if name in _STRING_INPUTS
+            else tf.constant(int(value), tf.int32)
+            for name, value in inputs.items()
+        }
+        outputs = self._signatures[signature](**tensors)
+        return {name: _to_lists(outputs[name].numpy()) for name in SIGNATURE_OUTPUTS[signature]}
+
+
+def _to_lists(values):
+    """A NumPy array (or what its ``tolist`` gave) → nested Python lists, bytes decoded as UTF-8."""
+    values = values.tolist() if hasattr(values, "tolist") else values
+    if isinstance(values, list):
+        return [_to_lists(v) for v in values]
+    return values.decode("utf-8") if isinstance(values, bytes) else values
+
+
+# -- one question, whatever the backend ----------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """One row of an answer.
+
+    Attributes:
+        signature: which signature answered.
+        query: ``{"head", "relation", "tail"}`` with None in the asked-for slot.
+        found: False when a name of the query is not in the export's vocabulary.
+        entities: the top-k names (predict) or ``[]`` (score).
+        scores: their scores, or ``[score]`` for the score signature (NaN when not found).
+    """
+
+    signature: str
+    query: dict
+    found: bool
+    entities: list[str]
+    scores: list[float]
+
+    def to_json(self) -> dict:
+        """A strict-JSON dict: NaN and -inf scores (unknown names, filtered facts) become null."""
+        scores = [s if math.isfinite(s) else None for s in self.scores]
+        return {
+            "signature": self.signature,
+            **self.query,
+            "found": self.found,
+            "entities": self.entities,
+            "scores": scores,
+        }
+
+
+def ask(predictor, head: str | None = None, relation: str | None = None, tail: str | None = None, k: int = 10):
+    """Answer one query; which of ``head``/``tail`` is None picks the signature.
+
+    ``(head, relation, ?)`` → ``predict_tail``, ``(?, relation, tail)`` → ``predict_head``,
+    all three → ``score``.
+
+    Returns:
+        An `Answer`.
+    """
+    if relation is None or (head is None and tail is None):
+        raise ValueError("give a relation and a head, a tail, or both")
+    query = {"head": head, "relation": relation, "tail": tail}
+    if head is not None and tail is not None:
+        out = predictor.predict("score", {"head": [head], "relation": [relation], "tail": [tail]})
+        return Answer("score", query, bool(out["found"][0]), [], [float(out["score"][0])])
+    if tail is None:
+        out = predictor.predict("predict_tail", {"head": [head], "relation": [relation], "k": k})
+        return Answer(
+            "predict_tail", query, bool(out["found"][0]), out["tails"][0], [float(s) for s in out["scores"][0]]
+        )
+    out = predictor.predict("predict_head", {"relation": [relation], "tail": [tail], "k": k})
+    return Answer("predict_head", query, bool(out["found"][0]), out["heads"][0], [float(s) for s in out["scores"][0]])

@@ -1,0 +1,142 @@
+"""``jobi-tf export`` and ``jobi-tf predict``: outputs, versions, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from jobi_tf.cli.main import main
+
+TINY_RUN = [
+    "--synthetic-entities",
+    "60",
+    "--synthetic-relations",
+    "3",
+    "--synthetic-triples",
+    "600",
+    "--dim",
+    "8",
+    "--batch-size",
+    "100",
+    "--neg",
+    "8",
+    "--epochs",
+    "1",
+    "--eval-every",
+    "1",
+    "--no-jit",
+    "--joint",
+]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run = tmp_path_factory.mktemp("cli-export") / "run"
+    result = CliRunner().invoke(main, ["-q", "train", *TINY_RUN, "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    return run
+
+
+def _one_error_line(result) -> str:
+    lines = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+def test_export_prints_what_it_wrote_and_refuses_to_overwrite(run_dir, tmp_path):
+    runner = CliRunner()
+    base = tmp_path / "exports"
+    result = runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(base)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["export_dir"] == str(base / "1") and summary["version"] == 1
+    # ComplEx dim 8: (entities + relations) x 16 floats x 4 bytes; the checkpoint also holds
+    # the pair head and Adam's two moments of every table.
+    rows = sum(len((run_dir / f).read_text().splitlines()) for f in ("entities.txt", "relations.txt"))
+    assert summary["table_bytes"] == rows * 16 * 4
+    assert summary["checkpoint_bytes"] > 3 * summary["table_bytes"]
+
+    again = runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(base), "--version", "1"])
+    assert again.exit_code == 1
+    assert "version 1 exists; use --force" in _one_error_line(again)
+    forced = runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(base), "--version", "1", "--force"])
+    assert forced.exit_code == 0, forced.output
+    following = runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(base), "--filter-known"])
+    assert json.loads(following.stdout)["version"] == 2
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]
+
+
+def test_export_errors(run_dir, tmp_path):
+    runner = CliRunner()
+    bad_version = runner.invoke(main, ["export", str(run_dir), "--out", str(tmp_path / "e"), "--version", "0"])
+    assert bad_version.exit_code == 2 and "--version" in bad_version.output
+    not_a_run = runner.invoke(main, ["export", str(tmp_path), "--out", str(tmp_path / "e")])
+    assert not_a_run.exit_code == 1 and "not a run folder" in _one_error_line(not_a_run)
+    assert not (tmp_path / "e").exists()
+
+
+def test_predict_locally_as_table_and_json(run_dir, tmp_path):
+    runner = CliRunner()
+    base = tmp_path / "exports"
+    assert runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(base)]).exit_code == 0
+    head = (run_dir / "entities.txt").read_text().splitlines()[0]
+    relation = (run_dir / "relations.txt").read_text().splitlines()[1]
+    query = ["--head", head, "--relation", relation, "-k", "4"]
+
+    as_json = runner.invoke(main, ["-q", "predict", "--model", str(base / "1"), *query, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    answer = json.loads(as_json.stdout)
+    assert answer["signature"] == "predict_tail" and answer["found"] is True
+    assert answer["head"] == head and answer["tail"] is None and len(answer["entities"]) == 4
+    assert answer["scores"] == sorted(answer["scores"], reverse=True)
+
+    table = runner.invoke(main, ["-q", "predict", "--model", str(base), *query])  # the base: latest version
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.strip().splitlines()
+    assert lines[0] == f"({head}, {relation}, ?): top 4 tails"
+    assert [line.split()[1] for line in lines[2:]] == answer["entities"]
+
+    best = answer["entities"][0]
+    scored = runner.invoke(
+        main, ["-q", "predict", "--model", str(base), "--head", head, "--relation", relation, "--tail", best, "--json"]
+    )
+    assert json.loads(scored.stdout)["scores"][0] == pytest.approx(answer["scores"][0], rel=1e-5)
+    heads = runner.invoke(main, ["-q", "predict", "--model", str(base), "--relation", relation, "--tail", best])
+    assert heads.exit_code == 0 and "top 10 heads" in heads.stdout
+
+    unknown = runner.invoke(main, ["-q", "predict", "--model", str(base), "--head", "nobody", "--relation", relation])
+    assert unknown.exit_code == 1
+    assert "unknown name" in _one_error_line(unknown) and "'nobody'" in unknown.output
+
+
+def test_predict_errors(tmp_path):
+    runner = CliRunner()
+    with socket.socket() as sock:  # bound, not listening: the connection is refused
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        down = runner.invoke(main, ["predict", "--server", url, "--head", "a", "--relation", "r", "--timeout", "2"])
+    assert down.exit_code == 1 and "cannot reach" in _one_error_line(down)
+    not_export = runner.invoke(main, ["predict", "--model", str(tmp_path), "--head", "a", "--relation", "r"])
+    assert not_export.exit_code == 1 and "not a SavedModel" in _one_error_line(not_export)
+    for args in (
+        ["--head", "a", "--relation", "r"],  # neither --model nor --server
+        ["--model", str(tmp_path), "--server", "http://x:8501", "--head", "a", "--relation", "r"],
+        ["--server", "ftp://x", "--head", "a", "--relation", "r"],
+        ["--model", str(tmp_path), "--relation", "r"],  # no head and no tail
+        ["--model", str(tmp_path / "missing"), "--head", "a", "--relation", "r"],
+    ):
+        assert runner.invoke(main, ["predict", *args]).exit_code == 2, args
+
+
+@pytest.mark.parametrize("command", ["export", "predict"])
+def test_help_does_not_import_tensorflow(command):
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom jobi_tf.cli.main import main\n"
+        f"assert CliRunner().invoke(main, ['{command}', '--help']).exit_code == 0\nprint('tensorflow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,0 +1,292 @@
+"""SavedModel export: numerics against NumPy, unknown names, contents, versioned atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from subprocess import PIPE
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from jobi_tf.config import DataConfig, ExportConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+from jobi_tf.errors import ExportError
+from jobi_tf.export import SIGNATURES, export_run, export_saved_model
+from jobi_tf.training import load_run, train
+
+MODELS = ("distmult", "complex", "simple")
+
+
+def _numpy_all_scores(name: str, ent: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    """float64 ``[E, R, E]``: the score of every (head, relation, tail), from the papers' formulas."""
+    ent, rel = ent.astype(np.float64), rel.astype(np.float64)
+    if name == "distmult":
+        return np.einsum("hd,rd,td->hrt", ent, rel, ent)
+    d = ent.shape[1] // 2
+    if name == "complex":  # Re(<h, r, conj(t)>)
+        e, r = ent[:, :d] + 1j * ent[:, d:], rel[:, :d] + 1j * rel[:, d:]
+        return np.real(np.einsum("hd,rd,td->hrt", e, r, np.conj(e)))
+    # SimplE: (<h_head, r, t_tail> + <t_head, r_inv, h_tail>) / 2
+    head_role, tail_role, fwd, inv = ent[:, :d], ent[:, d:], rel[:, :d], rel[:, d:]
+    return 0.5 * (
+        np.einsum("hd,rd,td->hrt", head_role, fwd, tail_role) + np.einsum("td,rd,hd->hrt", head_role, inv, tail_role)
+    )
+
+
+def _text(names: np.ndarray) -> np.ndarray:
+    """A string tensor's bytes as str (UTF-8)."""
+    return np.char.decode(names.astype(bytes), "utf-8")
+
+
+def _tables(export):
+    return export.model.entity_embeddings.numpy(), export.model.triple_relations.numpy()
+
+
+def _call(export, signature: str, **inputs):
+    loaded = tf.saved_model.load(str(export.path))
+    tensors = {k: tf.constant(v, tf.int32) if k == "k" else tf.constant(v, tf.string) for k, v in inputs.items()}
+    return {k: v.numpy() for k, v in loaded.signatures[signature](**tensors).items()}
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_score_equals_the_trained_models_score(model, random_export):
+    export = random_export(model)
+    rng = np.random.default_rng(0)
+    ids = np.stack([rng.integers(30, size=20), rng.integers(4, size=20), rng.integers(30, size=20)], 1)
+    names = {
+        "head": export.entities.decode(ids[:, 0]),
+        "relation": export.relations.decode(ids[:, 1]),
+        "tail": export.entities.decode(ids[:, 2]),
+    }
+    out = _call(export, "score", **names)
+    expected = export.model.score_triples(tf.constant(ids, tf.int32)).numpy()
+    np.testing.assert_allclose(out["score"], expected, rtol=1e-6, atol=1e-6)
+    reference = _numpy_all_scores(model, *_tables(export))[ids[:, 0], ids[:, 1], ids[:, 2]]
+    np.testing.assert_allclose(out["score"], reference, rtol=1e-5, atol=1e-5)
+    assert out["found"].all()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_top_k_equals_numpy_top_k_and_the_score_of_the_returned_triples(model, random_export):
+    export = random_export(model)
+    everything = _numpy_all_scores(model, *_tables(export))  # [E, R, E]
+    heads, relations = np.array([0, 3, 7, 29]), np.array([0, 1, 2, 3])
+    k = 6
+    out = _call(
+        export, "predict_tail", head=export.entities.decode(heads), relation=export.relations.decode(relations), k=k
+    )
+    expected = np.argsort(-everything[heads, relations, :], axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(_text(out["tails"]), export.entities.decode(expected))
+    np.testing.assert_allclose(
+        out["scores"], np.take_along_axis(everything[heads, relations, :], expected, 1), atol=1e-5
+    )
+    # predict_tail's scores are the score signature's scores of the triples it returns.
+    rows = np.repeat(np.arange(len(heads)), k)
+    again = _call(
+        export,
+        "score",
+        head=export.entities.decode(heads[rows]),
+        relation=export.relations.decode(relations[rows]),
+        tail=out["tails"].reshape(-1),
+    )
+    np.testing.assert_allclose(again["score"], out["scores"].reshape(-1), rtol=1e-6, atol=1e-6)
+
+    tails = heads[::-1]
+    out = _call(
+        export, "predict_head", relation=export.relations.decode(relations), tail=export.entities.decode(tails), k=k
+    )
+    expected = np.argsort(-everything[:, relations, tails].T, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(_text(out["heads"]), export.entities.decode(expected))
+    np.testing.assert_allclose(
+        out["scores"], np.take_along_axis(everything[:, relations, tails].T, expected, 1), atol=1e-5
+    )
+
+
+def test_filter_known_ranks_training_facts_last(random_export):
+    raw, filtered = random_export("complex"), random_export("complex", filter_known=True)
+    everything = _numpy_all_scores("complex", *_tables(filtered))
+    train = filtered.train
+    h, r = train[0, 0], train[0, 1]
+    known = train[(train[:, 0] == h) & (train[:, 1] == r), 2]
+    masked = everything[h, r].copy()
+    masked[known] = -np.inf
+    num_entities = len(filtered.entities)
+    names = {"head": filtered.entities.decode([h]), "relation": filtered.relations.decode([r])}
+    out = _call(filtered, "predict_tail", **names, k=num_entities)
+    expected = np.argsort(-masked, kind="stable")
+    np.testing.assert_array_equal(_text(out["tails"][0]), filtered.entities.decode(expected))
+    assert np.isneginf(out["scores"][0, -len(known) :]).all() and np.isfinite(out["scores"][0, : -len(known)]).all()
+    assert set(_text(out["tails"][0, -len(known) :])) == set(filtered.entities.decode(known))
+    unfiltered = _call(raw, "predict_tail", **names, k=num_entities)
+    assert np.isfinite(unfiltered["scores"]).all()  # the option changes only the filtered export
+
+    t = train[0, 2]
+    known_heads = train[(train[:, 2] == t) & (train[:, 1] == r), 0]
+    out = _call(
+        filtered, "predict_head", relation=filtered.relations.decode([r]), tail=filtered.entities.decode([t]), k=3
+    )
+    assert not set(_text(out["heads"][0])) & set(filtered.entities.decode(known_heads))
+
+
+def test_unknown_names_give_found_false_nan_and_empty_names_in_every_signature(random_export):
+    export = random_export("simple")
+    good = {"head": "Berlin", "relation": "is-capital-of", "tail": "Germany"}
+    for signature in SIGNATURES:
+        slots = [
+            s
+            for s in ("head", "relation", "tail")
+            if s != {"predict_tail": "tail", "predict_head": "head"}.get(signature)
+        ]
+        # Row 0 is known; each next row has one unknown name.
+        batch = {s: [good[s]] + [("nobody" if s == bad else good[s]) for bad in slots] for s in slots}
+        extra = {} if signature == "score" else {"k": 4}
+        out = _call(export, signature, **batch, **extra)
+        alone = _call(export, signature, **{s: [good[s]] for s in slots}, **extra)
+        np.testing.assert_array_equal(out["found"], [True] + [False] * len(slots))
+        scores = out["score" if signature == "score" else "scores"]
+        # A batch's matmul may round differently from a single row's: equal to float tolerance.
+        np.testing.assert_allclose(scores[:1], alone["score" if signature == "score" else "scores"], rtol=1e-6)
+        assert np.isnan(scores[1:]).all()
+        if signature != "score":
+            names = out["tails" if signature == "predict_tail" else "heads"]
+            assert (names[1:] == b"").all() and (names[:1] != b"").all()
+
+
+def test_k_is_clipped_to_the_number_of_entities(random_export):
+    export = random_export("distmult")
+    num_entities = len(export.entities)
+    for k, width in ((10_000, num_entities), (0, 0), (-3, 0)):
+        out = _call(export, "predict_tail", head=["Berlin", "Brazil"], relation=["borders", "borders"], k=k)
+        assert out["tails"].shape == out["scores"].shape == (2, width)
+
+
+def test_the_export_holds_only_the_triple_tables_and_the_vocabularies(random_export):
+    export = random_export("complex")
+    stored = {name: shape for name, shape in tf.train.list_variables(str(export.path / "variables" / "variables"))}
+    stored.pop("_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert stored == {
+        "entity_embeddings/.ATTRIBUTES/VARIABLE_VALUE": [len(export.entities), 10],
+        "triple_relations/.ATTRIBUTES/VARIABLE_VALUE": [len(export.relations), 10],
+    }
+    assert not any("pair" in name or "optimizer" in name for name in stored)
+    assets = export.path / "assets"
+    assert (assets / "entities.txt").read_text(encoding="utf-8").splitlines() == list(export.entities.labels)
+    assert (assets / "relations.txt").read_text(encoding="utf-8").splitlines() == list(export.relations.labels)
+    info = json.loads((export.path / "assets.extra" / "jobi_tf.json").read_text())
+    assert info["model"] == "complex" and info["filter_known"] is False
+
+
+def test_no_signature_gathers_from_a_variable(random_export):
+    """A ``ResourceGather`` would make every top-k matmul copy the whole table (see ``export._read``)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    export = random_export("complex", filter_known=True)
+    saved = saved_model_pb2.SavedModel.FromString((export.path / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    ops = {node.op for function in graph.library.function for node in function.node_def}
+    assert "ResourceGather" not in ops
+    assert {"ReadVariableOp", "GatherV2", "TopKV2"} <= ops
+
+
+def test_a_fresh_process_loads_it_and_saved_model_cli_lists_the_signatures(random_export):
+    export = random_export("complex")
+    code = (
+        "import json, sys, tensorflow as tf\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "out = m.signatures['serving_default'](head=tf.constant(['Berlin']), relation=tf.constant(['borders']),"
+        " k=tf.constant(3))\n"
+        "tails = [[t.decode() for t in row] for row in out['tails'].numpy()]\n"
+        "print(json.dumps({'tails': tails, 'scores': out['scores'].numpy().tolist()}))"
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    # Both processes import TensorFlow (seconds each): run them side by side.
+    loading = subprocess.Popen(
+        [sys.executable, "-c", code, str(export.path)], stdout=PIPE, stderr=PIPE, text=True, env=env
+    )
+    showing = subprocess.Popen(
+        [cli, "show", "--all", "--dir", str(export.path)], stdout=PIPE, stderr=PIPE, text=True, env=env
+    )
+    (loaded, load_err), (shown, show_err) = loading.communicate(timeout=120), showing.communicate(timeout=120)
+    assert loading.returncode == 0, load_err[-2000:]
+    fresh = json.loads(loaded.strip().splitlines()[-1])
+    here = _call(export, "predict_tail", head=["Berlin"], relation=["borders"], k=3)
+    assert fresh["tails"] == _text(here["tails"]).tolist()
+    np.testing.assert_allclose(fresh["scores"], here["scores"], rtol=1e-6)
+    assert showing.returncode == 0, show_err[-2000:]
+    for name in ("serving_default", *SIGNATURES):
+        assert f"signature_def['{name}']" in shown
+    for output in ("outputs['tails']", "outputs['heads']", "outputs['score']", "outputs['found']", "inputs['k']"):
+        assert output in shown
+
+
+def test_versions_are_numbered_never_overwritten_and_replaced_only_with_force(random_export, tmp_path):
+    source = random_export("distmult")
+    base = tmp_path / "exports"
+    args = (source.model, source.entities, source.relations, base)
+    assert export_saved_model(*args).version == 1
+    second = export_saved_model(*args)
+    assert second.version == 2 and second.path == base / "2"
+    before = (base / "2" / "saved_model.pb").stat().st_mtime_ns
+    with pytest.raises(ExportError, match="version 2 exists; use --force"):
+        export_saved_model(*args, ExportConfig(version=2))
+    assert (base / "2" / "saved_model.pb").stat().st_mtime_ns == before
+    replaced = export_saved_model(*args, ExportConfig(version=2, force=True))
+    assert replaced.version == 2 and replaced.export_bytes > replaced.table_bytes > 0
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]  # no staging or replaced folder left
+
+
+def test_a_failed_write_leaves_no_version(random_export, tmp_path, monkeypatch):
+    source = random_export("distmult")
+
+    def crash(obj, export_dir, **kwargs):
+        Path(export_dir).mkdir()
+        (Path(export_dir) / "saved_model.pb").write_text("half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.saved_model, "save", crash)
+    with pytest.raises(OSError, match="disk full"):
+        export_saved_model(source.model, source.entities, source.relations, tmp_path / "exports")
+    assert list((tmp_path / "exports").iterdir()) == []
+
+
+def test_nan_weights_are_refused_and_nothing_is_written(random_export, tmp_path):
+    from jobi_tf.models import JoBiModel
+
+    source = random_export("distmult")
+    broken = JoBiModel(num_entities=len(source.entities), num_relations=len(source.relations), model="distmult", dim=5)
+    broken.entity_embeddings.assign(np.full(broken.entity_embeddings.shape, np.nan, np.float32))
+    with pytest.raises(ExportError, match="entity_embeddings: 150 non-finite weights"):
+        export_saved_model(broken, source.entities, source.relations, tmp_path / "exports")
+    assert not (tmp_path / "exports").exists()
+
+
+def test_export_run_serves_the_runs_best_weights(tmp_path):
+    cfg = RunConfig(
+        data=DataConfig(dataset="synthetic", synthetic_entities=80, synthetic_relations=4, synthetic_triples=800),
+        sampler=SamplerConfig(batch_size=100, neg=4),
+        model=ModelConfig(model="simple", dim=4, joint=True),
+        train=TrainConfig(epochs=1, eval_every=1, jit_compile=False),
+    )
+    train(cfg, tmp_path / "run", verbose=0)
+    result = export_run(tmp_path / "run", tmp_path / "exports", ExportConfig(filter_known=True))
+    assert result.path == tmp_path / "exports" / "1"
+    _, model, evaluator = load_run(tmp_path / "run")
+    test = evaluator.index.test[:10]
+    entities = (tmp_path / "run" / "entities.txt").read_text(encoding="utf-8").splitlines()
+    relations = (tmp_path / "run" / "relations.txt").read_text(encoding="utf-8").splitlines()
+    loaded = tf.saved_model.load(str(result.path))
+    out = loaded.signatures["score"](
+        head=tf.constant([entities[i] for i in test[:, 0]]),
+        relation=tf.constant([relations[i] for i in test[:, 1]]),
+        tail=tf.constant([entities[i] for i in test[:, 2]]),
+    )
+    np.testing.assert_allclose(
+        out["score"].numpy(), model.score_triples(tf.constant(test)).numpy(), rtol=1e-6, atol=1e-6
+    )
+    info = json.loads((result.path / "assets.extra" / "jobi_tf.json").read_text())
+    assert info["filter_known"] is True and info["run_dir"] == str((tmp_path / "run").resolve())
