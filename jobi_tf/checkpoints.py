@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import keras
@@ -27,10 +28,20 @@ def write_json_atomic(path: str | os.PathLike[str], data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def _write_npz(path: Path, arrays: dict[str, object]) -> None:
+    """An ``.npz`` (what ``np.savez`` writes) holding each variable or array, atomically.
+
+    Values are turned into NumPy one at a time, as they are written: saving a 2M-row table
+    and its two Adam moments then needs one array's worth of extra memory, not all of them.
+    """
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
+        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for name, value in arrays.items():
+                array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+                with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, array, allow_pickle=False)
+                del array
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -46,7 +57,7 @@ def _variables(model: keras.Model, optimizer: keras.optimizers.Optimizer | None)
 
 def save_checkpoint(path: str | os.PathLike[str], model: keras.Model, optimizer, state: dict) -> None:
     """Weights, optimizer variables and a JSON-able ``state`` dict, atomically."""
-    arrays = {k: np.asarray(v.numpy()) for k, v in _variables(model, optimizer).items()}
+    arrays: dict[str, object] = dict(_variables(model, optimizer))
     arrays["__state__"] = np.frombuffer(json.dumps(state).encode("utf-8"), dtype=np.uint8)
     _write_npz(Path(path), arrays)
 
@@ -74,7 +85,7 @@ def load_checkpoint(path: str | os.PathLike[str], model: keras.Model, optimizer)
 
 def save_weights(path: str | os.PathLike[str], model: keras.Model) -> None:
     """Model weights only (the best-on-validation copy), atomically."""
-    _write_npz(Path(path), {k: np.asarray(v.numpy()) for k, v in _variables(model, None).items()})
+    _write_npz(Path(path), _variables(model, None))
 
 
 def load_weights(path: str | os.PathLike[str], model: keras.Model) -> None:
