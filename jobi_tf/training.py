@@ -30,8 +30,8 @@ import tensorflow as tf
 
 from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights, write_json_atomic
 from jobi_tf.config import RunConfig
-from jobi_tf.data.index import KGIndex, build_index
-from jobi_tf.data.loading import load_splits
+from jobi_tf.data.index import KGIndex
+from jobi_tf.data.loading import load_index
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import CheckpointMismatchError, JobiError
 from jobi_tf.evaluation import FilteredEvaluator
@@ -191,8 +191,7 @@ def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
 
 
 def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:
-    splits, source = load_splits(cfg.data, seed=cfg.seed)
-    return build_index(splits, source)
+    return load_index(cfg.data, seed=cfg.seed)
 
 
 def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) -> TrainResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fingerprint", "unique_first"]
+__all__ = ["fingerprint", "group_by_fingerprint", "unique_first"]
 
 _SEED, _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
@@ -35,6 +35,25 @@ def fingerprint(values: np.ndarray, block: int = 1 << 22) -> np.ndarray:
     return out
 
 
+def group_by_fingerprint(fp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group equal fingerprints (one sort).
+
+    Returns:
+        ``(first, inverse)``: int64 ``(U,)`` earliest position of each distinct fingerprint
+        (groups in fingerprint order), and int32 ``(N,)`` the group of every position.
+    """
+    order = np.argsort(fp)
+    sorted_fp = fp[order]
+    new = np.empty(len(order), bool)
+    new[:1] = True
+    np.not_equal(sorted_fp[1:], sorted_fp[:-1], out=new[1:])
+    del sorted_fp
+    first = np.minimum.reduceat(order, np.flatnonzero(new)) if len(order) else order
+    inverse = np.empty(len(order), np.int32)
+    inverse[order] = np.cumsum(new, dtype=np.int32) - 1
+    return first, inverse
+
+
 def unique_first(values: np.ndarray, block: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
     """Group equal values of a 1-D ``S`` array.
 
@@ -43,18 +62,7 @@ def unique_first(values: np.ndarray, block: int = 1 << 22) -> tuple[np.ndarray, 
         occurrence (groups in fingerprint order, not value order), and int32 ``(N,)`` the
         group of every value, so ``values[first][inverse] == values``.
     """
-    fp = fingerprint(values, block)
-    order = np.argsort(fp)
-    sorted_fp = fp[order]
-    del fp
-    new = np.empty(len(order), bool)
-    new[:1] = True
-    np.not_equal(sorted_fp[1:], sorted_fp[:-1], out=new[1:])
-    del sorted_fp
-    first = np.minimum.reduceat(order, np.flatnonzero(new))  # earliest position of each group
-    inverse = np.empty(len(order), np.int32)
-    inverse[order] = np.cumsum(new, dtype=np.int32) - 1
-    del order, new
+    first, inverse = group_by_fingerprint(fingerprint(values, block))
     distinct = values[first]
     for lo in range(0, len(values), block):
         if not np.array_equal(values[lo : lo + block], distinct[inverse[lo : lo + block]]):

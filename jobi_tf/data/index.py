@@ -22,7 +22,7 @@ from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import DatasetFormatError
 from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
 
-__all__ = ["CSR", "KGIndex", "build_index"]
+__all__ = ["CSR", "KGIndex", "build_index", "index_from_ids"]
 
 logger = logging.getLogger(__name__)
 
@@ -178,32 +178,37 @@ def build_index(splits: dict[str, np.ndarray], source: str = "dataset") -> tuple
     entities, ends = _number([splits[s][:, [HEAD, TAIL]] for s in SPLITS])
     relations, rels = _number([splits[s][:, RELATION] for s in SPLITS])
     ids = {s: np.stack([end[:, 0], rel, end[:, 1]], axis=1) for s, end, rel in zip(SPLITS, ends, rels, strict=True)}
-    index = KGIndex.from_ids(ids, len(entities), len(relations))
+    return entities, relations, index_from_ids(ids, len(entities), len(relations), source)
+
+
+def index_from_ids(splits: dict[str, np.ndarray], num_entities: int, num_relations: int, source: str) -> KGIndex:
+    """`KGIndex.from_ids`, then a warning about entities and relations absent from train."""
+    index = KGIndex.from_ids(splits, num_entities, num_relations)
     _warn_unseen(index, source)
-    return entities, relations, index
+    return index
 
 
 def _number(parts: list[np.ndarray]) -> tuple[Vocab, list[np.ndarray]]:
     """The vocabulary of the labels in ``parts`` and each part's int32 ids, without a dict.
 
-    ``str`` labels go through ``np.unique(..., return_inverse=True)``. UTF-8 bytes labels
-    (big folders) are grouped by fingerprint (`jobi_tf.data.fingerprints`) and only the
-    distinct ones are sorted and decoded; byte order is code-point order, so the ids are the same.
+    Labels (``str`` or UTF-8 bytes) are grouped by fingerprint (`jobi_tf.data.fingerprints`,
+    exact), so only the distinct ones are sorted as strings.
     """
     flat = np.concatenate([p.ravel() for p in parts])
-    if flat.dtype.kind == "S":
-        first, inverse = unique_first(flat)
-        distinct = flat[first]
-        del flat
-        order = np.argsort(distinct)
-        rank = np.empty(len(order), np.int32)
-        rank[order] = np.arange(len(order), dtype=np.int32)
-        labels, inverse = np.char.decode(distinct[order], "utf-8"), rank[inverse]
-    else:
-        labels, inverse = np.unique(flat, return_inverse=True)
-        inverse = inverse.astype(np.int32).ravel()
+    if flat.dtype.kind == "U":
+        flat = _utf8(flat)
+    first, inverse = unique_first(flat)
+    vocab, ids = Vocab.from_groups(flat[first], inverse)
     bounds = np.cumsum([p.size for p in parts])[:-1]
-    return Vocab(labels), [ids.reshape(p.shape) for ids, p in zip(np.split(inverse, bounds), parts, strict=True)]
+    return vocab, [part_ids.reshape(p.shape) for part_ids, p in zip(np.split(ids, bounds), parts, strict=True)]
+
+
+def _utf8(labels: np.ndarray) -> np.ndarray:
+    """str → UTF-8 bytes array (a plain cast when everything is ASCII)."""
+    try:
+        return labels.astype(f"S{max(labels.dtype.itemsize // 4, 1)}")
+    except UnicodeEncodeError:
+        return np.char.encode(labels, "utf-8")
 
 
 def _warn_unseen(index: KGIndex, source: str) -> None:

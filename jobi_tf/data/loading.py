@@ -9,10 +9,13 @@ from pathlib import Path
 import numpy as np
 
 from jobi_tf.config import DataConfig
+from jobi_tf.data.folder import read_folder_index
+from jobi_tf.data.index import KGIndex, build_index
 from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg
 from jobi_tf.data.triples import read_split_folder
+from jobi_tf.data.vocab import Vocab
 
-__all__ = ["load_splits", "LOCAL_COPIES_ENV"]
+__all__ = ["load_index", "load_splits", "LOCAL_COPIES_ENV"]
 
 logger = logging.getLogger(__name__)
 
@@ -21,10 +24,7 @@ LOCAL_COPIES_ENV = "JOBI_TF_DATA_DIR"
 
 
 def load_splits(cfg: DataConfig, seed: int = 0) -> tuple[dict[str, np.ndarray], str]:
-    """``({"train", "valid", "test"}: (N, 3) label arrays, source name)`` for a data config.
-
-    Labels are ``str``, except from a folder: UTF-8 bytes there, a quarter of the memory for
-    multi-million-triple graphs (`jobi_tf.data.index.build_index` takes either).
+    """``({"train", "valid", "test"}: (N, 3) str arrays, source name)`` for a data config.
 
     * ``dataset="synthetic"``: the typed generator, sized by ``cfg.synthetic_*`` and ``seed``.
     * ``data_dir`` without ``dataset``: the folder's ``train.txt``, ``valid.txt``, ``test.txt``.
@@ -41,7 +41,7 @@ def load_splits(cfg: DataConfig, seed: int = 0) -> tuple[dict[str, np.ndarray], 
         )
         return make_typed_kg(spec), "synthetic"
     if cfg.dataset is None:
-        return read_split_folder(cfg.data_dir, as_bytes=True), str(cfg.data_dir)
+        return read_split_folder(cfg.data_dir), str(cfg.data_dir)
     from jobi_tf import datasets  # imports TensorFlow Datasets only when a name is used
 
     manual = cfg.data_dir
@@ -50,3 +50,16 @@ def load_splits(cfg: DataConfig, seed: int = 0) -> tuple[dict[str, np.ndarray], 
         manual = str(Path(local_root) / cfg.dataset)
         logger.info("using the local copy of %s in %s", cfg.dataset, manual)
     return datasets.load_named(cfg.dataset, manual_dir=manual), cfg.dataset
+
+
+def load_index(cfg: DataConfig, seed: int = 0) -> tuple[Vocab, Vocab, KGIndex]:
+    """``(entity_vocab, relation_vocab, index)`` for a data config.
+
+    A folder (``data_dir`` without ``dataset``) is read straight to ids
+    (`jobi_tf.data.folder`), which FB1.9M-size graphs need; other sources go through
+    `load_splits` and `build_index`. Both give the same vocabularies and ids.
+    """
+    if cfg.dataset is None:
+        return read_folder_index(cfg.data_dir, str(cfg.data_dir))
+    splits, source = load_splits(cfg, seed=seed)
+    return build_index(splits, source)

@@ -17,20 +17,27 @@ from jobi_tf.data.fingerprints import unique_first
 from jobi_tf.errors import DatasetFormatError
 from jobi_tf.types import SPLITS
 
-__all__ = ["read_triples", "read_split_folder", "parse_triples_text", "write_triples"]
+__all__ = [
+    "read_triples",
+    "read_split_folder",
+    "parse_triples_text",
+    "field_bounds",
+    "cut_fields",
+    "read_file_bytes",
+    "split_paths",
+    "write_triples",
+]
 
 logger = logging.getLogger(__name__)
 
 _BOM = b"\xef\xbb\xbf"
 
 
-def read_triples(path: str | os.PathLike[str], *, as_bytes: bool = False) -> np.ndarray:
+def read_triples(path: str | os.PathLike[str]) -> np.ndarray:
     """Read one split file.
 
     Args:
         path: a ``train.txt``-style file.
-        as_bytes: return the UTF-8 bytes of the labels (``S`` dtype, a quarter of the memory
-            of ``str``, for multi-million-triple files) instead of ``str``.
 
     Returns:
         A string array of shape ``(N, 3)``: head, relation, tail labels, in file order.
@@ -39,31 +46,41 @@ def read_triples(path: str | os.PathLike[str], *, as_bytes: bool = False) -> np.
         DatasetFormatError: missing file, a directory, an empty file, a BOM, CRLF line
             endings, invalid UTF-8, or a line without exactly three non-empty fields.
     """
+    return parse_triples_text(read_file_bytes(path), path)
+
+
+def read_file_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a split file, or a `DatasetFormatError` saying why not."""
     path = Path(path)
     if path.is_dir():
         raise DatasetFormatError(path, "is a directory, expected a triples file")
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise DatasetFormatError(path, "file not found") from None
     except OSError as exc:
         raise DatasetFormatError(path, f"cannot read: {exc.strerror}") from None
-    fields = split_triples_bytes(data, path)
-    return fields if as_bytes else _decode(fields)
 
 
 def parse_triples_text(data: bytes, path: str | os.PathLike[str]) -> np.ndarray:
     """Validate and split the bytes of a triples file into str ``(N, 3)`` (see `read_triples`)."""
-    return _decode(split_triples_bytes(data, path))
+    buf, starts, lengths = field_bounds(data, path)
+    fields = cut_fields(buf, starts, lengths).reshape(-1, 3)
+    _warn_duplicates(fields, path)
+    return _decode(fields)
 
 
-def split_triples_bytes(data: bytes, path: str | os.PathLike[str]) -> np.ndarray:
-    """Validate and split the bytes of a triples file into bytes ``(N, 3)`` (``S`` dtype).
+def field_bounds(data: bytes, path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate a triples file and locate its fields, without cutting them out.
 
     Vectorised: in a well-formed file the tabs and newlines alternate tab, tab, newline, so
-    one array of separator positions gives every field; the fields are then cut out in
-    blocks of lines. A 19M-line file costs seconds and a few times its size in memory, with
-    no Python object per line. Malformed files take a slower path that finds the first bad line.
+    one array of separator positions gives every field (no Python object per line). A
+    malformed file takes a slower path that finds its first bad line.
+
+    Returns:
+        ``(buf, starts, lengths)``: the file as uint8 ``(B,)``, and the byte offset and
+        length of every field, ``(3 N,)`` in file order (head, relation, tail, head, ...),
+        int32 below 2 GiB.
     """
     _check_encoding(data, path)
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -80,9 +97,7 @@ def split_triples_bytes(data: bytes, path: str | os.PathLike[str]) -> np.ndarray
     empty = np.flatnonzero(lengths == 0)
     if len(empty):
         raise DatasetFormatError(path, "empty field", line=int(empty[0]) // 3 + 1)
-    fields = _cut(buf, starts, lengths).reshape(-1, 3)
-    _warn_duplicates(fields, path)
-    return fields
+    return buf, starts, lengths
 
 
 def _separators(buf: np.ndarray, block: int = 1 << 26) -> np.ndarray:
@@ -141,18 +156,30 @@ def _check_encoding(data: bytes, path: str | os.PathLike[str]) -> None:
         raise DatasetFormatError(path, "invalid UTF-8", line=line) from None
 
 
-def _cut(buf: np.ndarray, start: np.ndarray, length: np.ndarray, block: int = 1 << 20) -> np.ndarray:
-    """Fields ``buf[start:start + length]`` as a fixed-width bytes array (NUL-padded ``S`` dtype)."""
-    width = max(int(length.max()), 1)
+def cut_fields(
+    buf: np.ndarray, start: np.ndarray, length: np.ndarray, width: int | None = None, block: int = 1 << 20
+) -> np.ndarray:
+    """Fields ``buf[start:start + length]`` as a NUL-padded fixed-width bytes array (``S`` dtype).
+
+    ``width`` defaults to the longest field; cutting happens in blocks of fields.
+    """
+    width = max(int(length.max()) if width is None else width, 1)
     out = np.zeros((len(start), width), dtype=np.uint8)
+    if len(start) == 0:
+        return out.view(f"S{width}").ravel()
+    windows = np.lib.stride_tricks.sliding_window_view
+    tail_start = max(len(buf) - width, 0)  # fields closer than `width` to the end read a padded copy
+    tail = np.concatenate([buf[tail_start:], np.zeros(width, np.uint8)])
     beyond = np.arange(width)[None, :]
     for lo in range(0, len(start), block):
         s, n = start[lo : lo + block], length[lo : lo + block]
-        first, last = int(s[0]), int(s[-1]) + width
-        window = buf[first : min(last, len(buf))]
-        if len(window) < last - first:  # the file's last fields: pad to the full width
-            window = np.concatenate([window, np.zeros(last - first - len(window), np.uint8)])
-        rows = np.lib.stride_tricks.sliding_window_view(window, width)[s - first]
+        near_end = s + width > len(buf)
+        rows = np.empty((len(s), width), np.uint8)
+        inside = s[~near_end]
+        if len(inside):
+            first = int(inside.min())
+            rows[~near_end] = windows(buf[first : int(inside.max()) + width], width)[inside - first]
+        rows[near_end] = windows(tail, width)[s[near_end] - tail_start]
         rows[beyond >= n[:, None]] = 0
         out[lo : lo + block] = rows
     return out.view(f"S{width}").ravel()
@@ -178,17 +205,20 @@ def _warn_duplicates(fields: np.ndarray, path: str | os.PathLike[str]) -> None:
     logger.warning("%s:%d: %d duplicate triple(s) in this split (first here); they are kept", path, first, n_dup)
 
 
-def read_split_folder(folder: str | os.PathLike[str], *, as_bytes: bool = False) -> dict[str, np.ndarray]:
+def read_split_folder(folder: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Read ``train.txt``, ``valid.txt`` and ``test.txt`` from a folder.
 
     Returns:
-        ``{"train": (N, 3), "valid": (M, 3), "test": (K, 3)}`` string arrays (bytes with
-        ``as_bytes``, see `read_triples`).
+        ``{"train": (N, 3), "valid": (M, 3), "test": (K, 3)}`` string arrays.
     """
+    return {split: read_triples(path) for split, path in split_paths(folder).items()}
+
+
+def split_paths(folder: str | os.PathLike[str]) -> dict[str, Path]:
     folder = Path(folder)
     if not folder.is_dir():
         raise DatasetFormatError(folder, "data folder not found (expected train.txt, valid.txt, test.txt)")
-    return {split: read_triples(folder / f"{split}.txt", as_bytes=as_bytes) for split in SPLITS}
+    return {split: folder / f"{split}.txt" for split in SPLITS}
 
 
 def write_triples(

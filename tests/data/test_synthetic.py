@@ -129,8 +129,7 @@ def test_generation_in_many_chunks_is_deterministic_and_keeps_its_shape(monkeypa
 
 
 def test_exact_held_out_sizes_and_written_folder(tmp_path):
-    from jobi_tf.data.index import build_index
-    from jobi_tf.data.triples import read_split_folder
+    from jobi_tf.data.folder import read_folder_index
 
     spec = SyntheticSpec(num_entities=300, num_relations=6, num_triples=3000, num_valid=100, num_test=50, seed=1)
     sizes = write_typed_kg(spec, tmp_path)
@@ -142,7 +141,8 @@ def test_exact_held_out_sizes_and_written_folder(tmp_path):
         "entities": len(np.unique(every[:, [0, 2]])),
         "relations": len(np.unique(every[:, 1])),
     }
-    folder = read_split_folder(tmp_path, as_bytes=True)
+    entities, relations, index = read_folder_index(tmp_path)
+    labels = make_typed_kg(spec)
     for s in SPLITS:
-        np.testing.assert_array_equal(np.char.decode(folder[s], "utf-8"), make_typed_kg(spec)[s])
-    assert build_index(folder)[2].train.shape == (sizes["train"], 3)
+        got = np.stack([entities.decode(index.split(s)[:, 0]), relations.decode(index.split(s)[:, 1])], axis=1)
+        np.testing.assert_array_equal(got, labels[s][:, :2])

@@ -169,9 +169,6 @@ def test_vectorised_parse_matches_splitting_lines_in_python(tmp_path, seed):
     path = _write(tmp_path / "train.txt", data)
     expected = _python_reference(data)
     assert read_triples(path).tolist() == expected
-    as_bytes = read_triples(path, as_bytes=True)
-    assert as_bytes.dtype.kind == "S"
-    assert [[x.decode("utf-8") for x in row] for row in as_bytes.tolist()] == expected
 
 
 def test_first_bad_line_wins_whatever_the_problem(tmp_path):
