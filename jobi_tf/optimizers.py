@@ -16,15 +16,17 @@ How `LazyAdam` and `LazyAdagrad` update a sparse gradient:
 A dense gradient (a variable not read through a gather, or a table used whole, as in the
 full-softmax loss) takes the parent class's dense update. Keras's ``apply`` passes a
 `tf.IndexedSlices` through to ``update_step`` unchanged, as long as the optimizer has no
-``clipvalue``, ``loss_scale_factor`` or gradient accumulation (those densify it; the update is
-then the dense one, correct but not lazy).
+``clipvalue``, ``global_clipnorm``, ``loss_scale_factor`` or gradient accumulation (those may
+densify it; the update is then the dense one, correct but not lazy); ``weight_decay`` would
+touch every row every step.
 
 Semantics of lazy Adam (as TF-Addons' ``LazyAdam``): a row's moments decay only on the
 steps that use it, while the bias correction uses the global step count. A row used by every
-step is updated exactly as dense Adam updates it; a row a step does not use keeps its weights
-and moments, where dense Adam would still move it by its decaying momentum. Adagrad has no
-decay, so `LazyAdagrad` equals dense Adagrad on every row; it exists because Keras's Adagrad
-squares each slice of a sparse gradient separately, which is wrong when a batch repeats an id.
+step is updated as dense Adam updates it (to float rounding); a row a step does not use keeps
+its weights and moments exactly, where dense Adam would still move it by its decaying
+momentum. Adagrad has no decay, so `LazyAdagrad` equals dense Adagrad on every row; it exists
+because Keras's Adagrad squares each slice of a sparse gradient separately, which differs from
+dense Adagrad when a batch repeats an id.
 
 Which optimizer ``--optimizer auto`` picks: `choose_optimizer`.
 """
