@@ -96,7 +96,14 @@ def _default_out(cfg: RunConfig) -> Path:
     show_default=True,
     help="Weight of an L2 penalty on the embeddings a batch uses (PyKEEN's ComplEx default: 0.01).",
 )
-@click.option("--optimizer", type=click.Choice(["adam", "adagrad"]), default="adam", show_default=True)
+@click.option(
+    "--optimizer",
+    type=click.Choice(["auto", "adam", "lazy-adam", "adagrad"]),
+    default="auto",
+    show_default=True,
+    help="adam (dense, the paper's), lazy-adam (updates only the rows a batch uses), adagrad; "
+    "auto: adam below 100,000 entities, lazy-adam from there on.",
+)
 @click.option("--lr", type=float, default=0.001, show_default=True, help="Learning rate.")
 @click.option("--epochs", type=int, default=200, show_default=True, help="Maximum epochs.")
 @click.option("--eval-every", type=int, default=5, show_default=True, help="Validate every N epochs.")

@@ -17,7 +17,7 @@ __all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalCon
 
 MODELS = ("distmult", "complex", "simple")
 LOSSES = ("sampled-softmax", "full-softmax")
-OPTIMIZERS = ("adam", "adagrad")
+OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad")  # see jobi_tf.optimizers
 RANK_TYPES = ("optimistic", "realistic", "pessimistic")
 CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
@@ -148,7 +148,11 @@ class TrainConfig:
         alpha: weight of the pair loss (only with ``joint``).
         regularization: weight of the L2 penalty on the embedding rows of a batch (0 = none,
             the paper's setting; 0.01 is PyKEEN's ComplEx default).
-        lr: Adam learning rate.
+        lr: learning rate.
+        optimizer: ``adam`` (Keras's dense Adam, the paper's), ``lazy-adam`` (updates only
+            the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), or
+            ``auto``: dense Adam below `jobi_tf.optimizers.LAZY_MIN_ROWS` entities, lazy
+            above; a run records the optimizer ``auto`` chose.
         epochs: upper bound; early stopping usually ends sooner.
         eval_every: validate (and checkpoint) every this many epochs.
         patience: stop after this many validations without a better ``monitor``.
@@ -162,7 +166,7 @@ class TrainConfig:
     alpha: float = 0.5
     regularization: float = 0.0
     lr: float = 0.001
-    optimizer: str = "adam"
+    optimizer: str = "auto"
     epochs: int = 200
     eval_every: int = 5
     patience: int = 3

@@ -186,8 +186,9 @@ def _count_above(q, entities, filtered, target_scores, target_cols):
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
     target_scores = tf.where(target_cols >= 0, read, tf.cast(target_scores, scores.dtype))
     scores = tf.tensor_scatter_nd_update(scores, filtered, tf.fill([tf.shape(filtered)[0]], -np.inf))
-    greater = tf.reduce_sum(tf.cast(scores > target_scores[:, None], tf.float64), axis=1)
-    equal = tf.reduce_sum(tf.cast(scores == target_scores[:, None], tf.float64), axis=1)
+    # int32 counts: a [B, C] float64 cast would be 8 bytes per score, twice, per block.
+    greater = tf.reduce_sum(tf.cast(scores > target_scores[:, None], tf.int32), axis=1)
+    equal = tf.reduce_sum(tf.cast(scores == target_scores[:, None], tf.int32), axis=1)
     return greater, equal
 
 

@@ -30,12 +30,14 @@ import tensorflow as tf
 
 from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights, write_json_atomic
 from jobi_tf.config import RunConfig
-from jobi_tf.data.index import KGIndex, build_index
-from jobi_tf.data.loading import load_splits
+from jobi_tf.data.index import KGIndex
+from jobi_tf.data.loading import load_index
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import CheckpointMismatchError, JobiError
 from jobi_tf.evaluation import FilteredEvaluator
 from jobi_tf.models import JoBiModel
+from jobi_tf.optimizers import choose_optimizer
+from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch
 
 __all__ = ["TrainResult", "EvaluationCallback", "train", "load_run", "build_model", "make_optimizer"]
@@ -66,10 +68,16 @@ def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
     )
 
 
-def make_optimizer(cfg: RunConfig) -> keras.optimizers.Optimizer:
-    if cfg.train.optimizer == "adagrad":
-        return keras.optimizers.Adagrad(learning_rate=cfg.train.lr)
-    return keras.optimizers.Adam(learning_rate=cfg.train.lr)
+def make_optimizer(cfg: RunConfig, num_entities: int | None = None) -> keras.optimizers.Optimizer:
+    """The run's optimizer; ``--optimizer auto`` needs ``num_entities`` to choose."""
+    name = cfg.train.optimizer if num_entities is None else choose_optimizer(cfg.train.optimizer, num_entities)
+    return _new_optimizer(name, cfg.train.lr)
+
+
+def _resolve_optimizer(cfg: RunConfig, num_entities: int) -> RunConfig:
+    """``cfg`` with ``auto`` replaced by the optimizer it picks, so config.json says what ran."""
+    chosen = choose_optimizer(cfg.train.optimizer, num_entities)
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, optimizer=chosen))
 
 
 class EvaluationCallback(keras.callbacks.Callback):
@@ -183,6 +191,7 @@ def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
         "shared_negatives": cfg.sampler.shared_negatives,
         "loss": cfg.train.loss,
         "lr": cfg.train.lr,
+        "optimizer": cfg.train.optimizer,
         "dataset": str(cfg.data.dataset or cfg.data.data_dir),
     }
     with tf.summary.create_file_writer(str(log_dir / "validation")).as_default():
@@ -190,8 +199,7 @@ def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
 
 
 def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:
-    splits, source = load_splits(cfg.data, seed=cfg.seed)
-    return build_index(splits, source)
+    return load_index(cfg.data, seed=cfg.seed)
 
 
 def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) -> TrainResult:
@@ -201,6 +209,7 @@ def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) ->
     """
     run_dir = Path(run_dir)
     entities, relations, index = load_data(cfg)  # validate inputs before writing anything
+    cfg = _resolve_optimizer(cfg, index.num_entities)
     steps = steps_per_epoch(index, cfg.sampler.batch_size)
     _prepare_run_dir(run_dir, cfg, entities, relations)
     if (run_dir / "metrics.json").exists():

@@ -66,7 +66,7 @@ def test_checkpoint_restores_weights_and_optimizer_state(tmp_path):
     cfg = _cfg(epochs=1)
     train(cfg, tmp_path / "run", verbose=0)
     _, _, index = load_data(cfg)
-    model, optimizer = build_model(index, cfg), make_optimizer(cfg)
+    model, optimizer = build_model(index, cfg), make_optimizer(cfg, index.num_entities)
     optimizer.build(model.trainable_variables)
     state = load_checkpoint(tmp_path / "run" / "checkpoint.npz", model, optimizer)
     assert state["epoch"] == 1
@@ -107,3 +107,17 @@ def test_full_softmax_joint_training_runs(tmp_path):
     )
     result = train(cfg, tmp_path / "run", verbose=0)
     assert "pair_loss" in result.metrics["history"][0]
+
+
+def test_checkpoint_files_are_npz_even_when_written_in_row_blocks(tmp_path, monkeypatch):
+    import keras
+
+    import jobi_tf.checkpoints as checkpoints
+
+    monkeypatch.setattr(checkpoints, "_ROWS_PER_BLOCK", 3)  # 7 rows: blocks of 3, 3, 1
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(7), keras.layers.Dense(1)])
+    checkpoints.save_weights(tmp_path / "w.npz", model)
+    with np.load(tmp_path / "w.npz") as data:
+        assert len(data.files) == len(model.weights)
+        for v in model.weights:
+            np.testing.assert_array_equal(data[f"model/{v.path}"], v.numpy())

@@ -9,10 +9,13 @@ from pathlib import Path
 import numpy as np
 
 from jobi_tf.config import DataConfig
+from jobi_tf.data.folder import read_folder_index
+from jobi_tf.data.index import KGIndex, build_index
 from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg
 from jobi_tf.data.triples import read_split_folder
+from jobi_tf.data.vocab import Vocab
 
-__all__ = ["load_splits", "LOCAL_COPIES_ENV"]
+__all__ = ["load_index", "load_splits", "LOCAL_COPIES_ENV"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,3 +50,16 @@ def load_splits(cfg: DataConfig, seed: int = 0) -> tuple[dict[str, np.ndarray], 
         manual = str(Path(local_root) / cfg.dataset)
         logger.info("using the local copy of %s in %s", cfg.dataset, manual)
     return datasets.load_named(cfg.dataset, manual_dir=manual), cfg.dataset
+
+
+def load_index(cfg: DataConfig, seed: int = 0) -> tuple[Vocab, Vocab, KGIndex]:
+    """``(entity_vocab, relation_vocab, index)`` for a data config.
+
+    A folder (``data_dir`` without ``dataset``) is read straight to ids
+    (`jobi_tf.data.folder`), which FB1.9M-size graphs need; other sources go through
+    `load_splits` and `build_index`. Both give the same vocabularies and ids.
+    """
+    if cfg.dataset is None:
+        return read_folder_index(cfg.data_dir, str(cfg.data_dir))
+    splits, source = load_splits(cfg, seed=seed)
+    return build_index(splits, source)

@@ -41,6 +41,26 @@ class Vocab:
         """Vocabulary of the distinct labels in any array (vectorised `np.unique`)."""
         return cls(np.unique(np.asarray(labels, dtype=str).ravel()))
 
+    @classmethod
+    def from_groups(cls, distinct: np.ndarray, group_of: np.ndarray) -> tuple[Vocab, np.ndarray]:
+        """Vocabulary of labels already grouped (one label per group, any order), and ids.
+
+        Args:
+            distinct: ``(U,)`` str or UTF-8 bytes labels, one per group, all different.
+            group_of: int ``(N,)`` group of every element.
+
+        Returns:
+            ``(vocab, ids)``: ids int32 ``(N,)``. UTF-8 byte order is code-point order, so
+            bytes and str labels number alike.
+        """
+        order = np.argsort(distinct)
+        rank = np.empty(len(order), np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        labels = distinct[order]
+        if labels.dtype.kind == "S":
+            labels = np.char.decode(labels, "utf-8")
+        return cls(labels), rank[group_of]
+
     def __len__(self) -> int:
         return len(self.labels)
 

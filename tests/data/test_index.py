@@ -252,3 +252,27 @@ def test_build_index_no_warning_when_everything_is_seen(tiny_splits, caplog):
     with caplog.at_level(logging.WARNING, logger="jobi_tf.data.index"):
         build_index(tiny_splits)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_bytes_labels_give_the_same_vocab_and_ids_as_str(tiny_splits):
+    tiny_splits = dict(tiny_splits)
+    tiny_splits["train"] = tiny_splits["train"].copy()
+    tiny_splits["train"][0, 0] = "Zürich"  # non-ASCII: sorted by code point either way
+    as_bytes = {s: np.char.encode(a, "utf-8") for s, a in tiny_splits.items()}
+    ent_s, rel_s, idx_s = build_index(tiny_splits)
+    ent_b, rel_b, idx_b = build_index(as_bytes)
+    assert ent_s == ent_b and rel_s == rel_b and ent_b.labels.dtype.kind == "U"
+    for s in SPLITS:
+        np.testing.assert_array_equal(idx_s.split(s), idx_b.split(s))
+        np.testing.assert_array_equal(ent_s.decode(idx_s.split(s)[:, [0, 2]]), tiny_splits[s][:, [0, 2]])
+
+
+@pytest.mark.parametrize("huge", [False, True], ids=["packed", "row-sort"])
+def test_csr_from_pairs_dedups_like_a_set(huge):
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 20, size=300) + (2**40 if huge else 0)  # huge keys cannot be packed with values
+    values = rng.integers(0, 2**30 if huge else 9, size=300)
+    csr = CSR.from_pairs(keys, values)
+    got = {(int(k), int(v)) for k, n in zip(csr.keys, csr.sizes(), strict=True) for v in csr.lookup([k])[1][:n]}
+    assert got == set(zip(keys.tolist(), values.tolist(), strict=True))
+    assert len(csr.values) == len(got)

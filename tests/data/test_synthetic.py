@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg, make_typed_kg_ids
+from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg, make_typed_kg_ids, write_typed_kg
 from jobi_tf.types import SPLITS
 
 SPEC = SyntheticSpec(num_entities=400, num_relations=10, num_triples=4000, num_types=5, seed=11)
@@ -110,3 +110,39 @@ def test_ids_are_in_range(kg_ids):
         assert ids[s][:, [0, 2]].min() >= 0 and ids[s][:, [0, 2]].max() < SPEC.num_entities
         assert ids[s][:, 1].min() >= 0 and ids[s][:, 1].max() < SPEC.num_relations
     assert set(np.unique(ent_type).tolist()) == set(range(SPEC.num_types))
+
+
+def test_generation_in_many_chunks_is_deterministic_and_keeps_its_shape(monkeypatch):
+    import jobi_tf.data.synthetic as synthetic
+
+    monkeypatch.setattr(synthetic, "_CHUNK", 1000)  # many chunks, as for a multi-million graph
+    ids, types = make_typed_kg_ids(SPEC)
+    again, _ = make_typed_kg_ids(SPEC)
+    for s in SPLITS:
+        np.testing.assert_array_equal(again[s], ids[s])
+    every = np.concatenate([ids[s] for s in SPLITS])
+    assert 0.8 * SPEC.num_triples <= len(every) <= SPEC.num_triples
+    assert len(np.unique(every, axis=0)) == len(every) and (every[:, 0] != every[:, 2]).all()
+    for rel in np.unique(every[:, 1]):  # still one domain type and one range type per relation
+        rows = every[every[:, 1] == rel]
+        assert len(np.unique(types[rows[:, 0]])) == 1 and len(np.unique(types[rows[:, 2]])) == 1
+
+
+def test_exact_held_out_sizes_and_written_folder(tmp_path):
+    from jobi_tf.data.folder import read_folder_index
+
+    spec = SyntheticSpec(num_entities=300, num_relations=6, num_triples=3000, num_valid=100, num_test=50, seed=1)
+    sizes = write_typed_kg(spec, tmp_path)
+    assert 90 <= sizes["valid"] <= 100 and 45 <= sizes["test"] <= 50  # unseen ones go back to train
+    ids, _ = make_typed_kg_ids(spec)
+    every = np.concatenate([ids[s] for s in SPLITS])
+    assert sizes == {
+        **{s: len(ids[s]) for s in SPLITS},
+        "entities": len(np.unique(every[:, [0, 2]])),
+        "relations": len(np.unique(every[:, 1])),
+    }
+    entities, relations, index = read_folder_index(tmp_path)
+    labels = make_typed_kg(spec)
+    for s in SPLITS:
+        got = np.stack([entities.decode(index.split(s)[:, 0]), relations.decode(index.split(s)[:, 1])], axis=1)
+        np.testing.assert_array_equal(got, labels[s][:, :2])

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jobi_tf.data.triples import read_split_folder, read_triples
+from jobi_tf.data.triples import read_split_folder, read_triples, write_triples
 from jobi_tf.errors import DatasetFormatError, JobiError
 
 
@@ -147,3 +147,47 @@ def test_read_split_folder_missing_split_names_the_file(tmp_path):
     with pytest.raises(DatasetFormatError) as info:
         read_split_folder(tmp_path)
     _assert_one_line_error(info.value, tmp_path / "test.txt", None)
+
+
+def _python_reference(data: bytes) -> list[list[str]]:
+    """The plain reading the vectorised parser must reproduce: split lines, then tabs."""
+    lines = data.decode("utf-8").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.split("\t") for line in lines]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_vectorised_parse_matches_splitting_lines_in_python(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    alphabet = list("abcxyz_/.0123456789") + ["ü", "日", " ", "é"]
+    labels = ["".join(rng.choice(alphabet, size=int(rng.integers(1, 25)))) for _ in range(40)]
+    rows = [[labels[i] for i in rng.integers(len(labels), size=3)] for _ in range(int(rng.integers(1, 300)))]
+    data = "".join("\t".join(r) + "\n" for r in rows).encode("utf-8")
+    if seed % 2:
+        data = data[:-1]  # no final newline
+    path = _write(tmp_path / "train.txt", data)
+    expected = _python_reference(data)
+    assert read_triples(path).tolist() == expected
+
+
+def test_first_bad_line_wins_whatever_the_problem(tmp_path):
+    path = _write(tmp_path / "t.txt", b"a\tr\tb\na\t\tb\nc\td\n")  # line 2 empty field, line 3 two fields
+    with pytest.raises(DatasetFormatError, match=r"t.txt:2: empty field"):
+        read_triples(path)
+    path = _write(tmp_path / "u.txt", b"a\tr\tb\nc\td\na\t\tb\n")
+    with pytest.raises(DatasetFormatError, match=r"u.txt:2: expected 3 tab-separated fields, got 2"):
+        read_triples(path)
+    path = _write(tmp_path / "v.txt", b"a\tr\tb\n\n")  # a blank line is a line with one field
+    with pytest.raises(DatasetFormatError, match=r"v.txt:2: expected 3 tab-separated fields, got 1"):
+        read_triples(path)
+
+
+def test_write_triples_round_trip(tmp_path):
+    rng = np.random.default_rng(3)
+    entities, relations = np.array(["a", "Zürich", "b c", "日本"]), np.array(["r0", "is/a"])
+    ids = np.stack([rng.integers(4, size=50), rng.integers(2, size=50), rng.integers(4, size=50)], axis=1)
+    write_triples(tmp_path / "train.txt", ids, entities, relations, chunk=7)
+    got = read_triples(tmp_path / "train.txt")
+    np.testing.assert_array_equal(got, np.stack([entities[ids[:, 0]], relations[ids[:, 1]], entities[ids[:, 2]]], 1))
+    assert not (tmp_path / "train.txt.tmp").exists()

@@ -1,0 +1,155 @@
+"""Where a training step's time goes, by table size: sampler, gather, score + loss, gradient, optimizer.
+
+Steps:
+1. For each table size, generate a synthetic typed KG with exactly that many entity rows and
+   draw a fixed set of batches from the real tf.data sampler (JoBi: joint, p 0.3).
+2. Time, each as its own XLA-compiled function over the same batches (median of
+   ``--repeats`` passes over ``--steps`` batches):
+   a. ``sampler``: producing batches with tf.data (runs beside the step in training);
+   b. ``gather``: the entity and relation rows a batch reads (``tf.gather``) and a sum;
+   c. ``forward``: model call + loss (gathers, query products, scores, softmax / BCE);
+   d. ``forward_backward``: c plus the gradients (the gathers' gradients are sparse);
+   e. ``step``: d plus the optimizer update (Keras's ``train_step`` without ``fit``).
+   Derived: score + loss = c - b, gradient = d - c, optimizer = e - d.
+3. Print one JSON line with every median in milliseconds.
+
+Run:  python bench/step_profile.py                               # 15k and 2M entities, auto
+      python bench/step_profile.py --sizes 2000000 --optimizer adam --steps 5   # the dense cost
+      python bench/step_profile.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).parent))
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from _common import emit, peak_rss_gib  # noqa: E402
+from step_time_vs_size import graph  # noqa: E402
+
+from jobi_tf.config import SamplerConfig  # noqa: E402
+from jobi_tf.models import JoBiModel  # noqa: E402
+from jobi_tf.optimizers import choose_optimizer, make_optimizer  # noqa: E402
+from jobi_tf.sampling import make_train_dataset  # noqa: E402
+
+
+def _median_ms(fn, batches: list, repeats: int) -> float:
+    fn(batches[0])  # trace and compile
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for batch in batches:
+            out = fn(batch)
+        tf.nest.map_structure(lambda t: t.numpy(), out)
+        times.append((time.perf_counter() - start) / len(batches))
+    return 1000 * statistics.median(times)
+
+
+def profile(index, optimizer_name: str, args: argparse.Namespace) -> dict[str, float]:
+    cfg = SamplerConfig(batch_size=args.batch_size, neg=args.neg, p=args.p, shared_negatives=args.shared_negatives)
+    ds = make_train_dataset(index, cfg, seed=0)
+    batches = iter(ds)
+    next(batches)  # pipeline start-up
+    start = time.perf_counter()
+    batches = [next(batches) for _ in range(args.steps)]
+    sampler_ms = 1000 * (time.perf_counter() - start) / args.steps
+    keras.utils.set_random_seed(0)
+    model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=True)
+    model.compile(optimizer=make_optimizer(optimizer_name, 0.001), jit_compile=True)
+    model(batches[0])  # build
+    tables = [model.entity_embeddings, model.triple_relations, model.pair_relations]
+
+    @tf.function(jit_compile=True)
+    def gather(x):
+        t = x["triples"]
+        rows = [tf.gather(tables[0], t[:, 0]), tf.gather(tables[0], t[:, 2]), tf.gather(tables[0], x["candidates"])]
+        rows += [tf.gather(tables[1], t[:, 1]), tf.gather(tables[2], t[:, 1])]
+        if "shared_candidates" in x:
+            rows.append(tf.gather(tables[0], x["shared_candidates"]))
+        return tf.add_n([tf.reduce_sum(r) for r in rows])
+
+    @tf.function(jit_compile=True)
+    def forward(x):
+        return model.compute_loss(x=x, y_pred=model(x, training=True))
+
+    @tf.function(jit_compile=True)
+    def forward_backward(x):
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x=x, y_pred=model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        return loss, [g.values if isinstance(g, tf.IndexedSlices) else g for g in grads]
+
+    @tf.function(jit_compile=True)
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x=x, y_pred=model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    out = {"sampler": sampler_ms}
+    for name, fn in (("gather", gather), ("forward", forward), ("forward_backward", forward_backward), ("step", step)):
+        out[name] = _median_ms(fn, batches, args.repeats)
+    out["score_and_loss"] = out["forward"] - out["gather"]
+    out["gradient"] = out["forward_backward"] - out["forward"]
+    out["optimizer"] = out["step"] - out["forward_backward"]
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[15_000, 2_000_000])
+    parser.add_argument("--optimizer", default="auto", choices=["auto", "adam", "lazy-adam", "adagrad"])
+    parser.add_argument("--triples", type=int, default=1_000_000)
+    parser.add_argument("--relations", type=int, default=1000)
+    parser.add_argument("--dim", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--neg", type=int, default=100)
+    parser.add_argument("--p", type=float, default=0.3)
+    parser.add_argument("--shared-negatives", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=20, help="distinct batches per pass")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: proves the script runs")
+    args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.triples, args.relations = [2_000, 20_000], 20_000, 20
+        args.batch_size, args.neg, args.dim, args.steps, args.repeats = 100, 10, 8, 3, 2
+    results, used = {}, {}
+    for size in args.sizes:
+        used[str(size)] = choose_optimizer(args.optimizer, size)
+        results[str(size)] = profile(graph(size, args), used[str(size)], args)
+        print(f"{size:>9} entities ({used[str(size)]}): {results[str(size)]}", file=sys.stderr)
+        keras.backend.clear_session()
+    emit(
+        {
+            "bench": "step_profile",
+            "metric": "median milliseconds per training step, by part",
+            "value": results,
+            "optimizer_used": used,
+            "median_of": args.repeats,
+            "config": {
+                "model": f"complex dim {args.dim}, joint, p {args.p}",
+                "batch_size": args.batch_size,
+                "neg": args.neg,
+                "shared_negatives": args.shared_negatives,
+                "batches": args.steps,
+                "train_triples": args.triples,
+                "quick": args.quick,
+            },
+            "peak_rss_gib": round(peak_rss_gib(), 2),
+            "tf": tf.__version__,
+            "keras": keras.__version__,
+            "cpus": os.cpu_count(),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Sparse ("lazy") Adam and Adagrad, so a step costs the rows a batch uses, not the table.
+
+Why: a table read with ``tf.gather`` gets a sparse gradient (`tf.IndexedSlices`: the rows
+used and their gradients). Keras 3's Adam turns it into a dense ``[rows, width]`` tensor and
+reads and writes every row of the table and of both moment tables each step
+(keras-team/keras#19992; ``keras/src/optimizers/adam.py``, ``update_step``): one step on a
+2M-row table then takes seconds, and step time grows with the number of entities.
+
+How `LazyAdam` and `LazyAdagrad` update a sparse gradient:
+
+1. The batch's row ids are made unique and the gradients of a repeated id summed
+   (``tf.math.unsorted_segment_sum``): the same per-row gradient the dense tensor holds.
+2. Only those rows of the optimizer's slots are gathered, updated and scattered back.
+3. Only those rows of the table change.
+
+A dense gradient (a variable not read through a gather, or a table used whole, as in the
+full-softmax loss) takes the parent class's dense update. Keras's ``apply`` passes a
+`tf.IndexedSlices` through to ``update_step`` unchanged, as long as the optimizer has no
+``clipvalue``, ``global_clipnorm``, ``loss_scale_factor`` or gradient accumulation (those may
+densify it; the update is then the dense one, correct but not lazy); ``weight_decay`` would
+touch every row every step.
+
+Semantics of lazy Adam (as TF-Addons' ``LazyAdam``): a row's moments decay only on the
+steps that use it, while the bias correction uses the global step count. A row used by every
+step is updated as dense Adam updates it (to float rounding); a row a step does not use keeps
+its weights and moments exactly, where dense Adam would still move it by its decaying
+momentum. Adagrad has no decay, so `LazyAdagrad` equals dense Adagrad on every row; it exists
+because Keras's Adagrad squares each slice of a sparse gradient separately, which differs from
+dense Adagrad when a batch repeats an id.
+
+Which optimizer ``--optimizer auto`` picks: `choose_optimizer`.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+__all__ = ["LazyAdam", "LazyAdagrad", "LAZY_MIN_ROWS", "choose_optimizer", "make_optimizer"]
+
+#: ``--optimizer auto`` uses lazy Adam from this many entity rows on, dense Adam (the
+#: paper's) below; chosen from ``bench/step_time_vs_size.py`` (see docs/performance.md).
+LAZY_MIN_ROWS = 100_000
+
+
+def _unique_rows(gradient: tf.IndexedSlices, num_rows: int, dtype: tf.DType) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(ids [U], summed gradients [U, W])`` of a sparse gradient whose ids may repeat.
+
+    The ids come out in order of first appearance, as from ``tf.unique``, but found with one
+    scatter-min into an int32 ``[num_rows]`` scratch vector: under XLA on CPU ``tf.unique``
+    sorts, and cost a third of the whole lazy update in a 100k-lookup step.
+    """
+    ids = tf.cast(gradient.indices, tf.int32)
+    n = tf.shape(ids)[0]
+    positions = tf.range(n)
+    first = tf.tensor_scatter_nd_min(tf.fill([num_rows], n), ids[:, None], positions)
+    owner = tf.gather(first, ids)  # [n] first position holding the same id
+    is_first = tf.equal(owner, positions)
+    slot = tf.cumsum(tf.cast(is_first, tf.int32)) - 1  # [n] rank of each first position
+    unique_ids = tf.boolean_mask(ids, is_first)
+    values = tf.math.unsorted_segment_sum(
+        tf.cast(gradient.values, dtype), tf.gather(slot, owner), tf.shape(unique_ids)[0]
+    )
+    return unique_ids, values
+
+
+def _rows(slot: keras.Variable, ids: tf.Tensor) -> tf.Tensor:
+    """Rows ``ids`` of an optimizer slot, read as a sparse gather (never the whole slot)."""
+    return tf.gather(slot.value if isinstance(slot, keras.Variable) else slot, ids)
+
+
+@keras.saving.register_keras_serializable(package="jobi_tf")
+class LazyAdam(keras.optimizers.Adam):
+    """Adam that updates only the rows of a sparse gradient (see the module docstring).
+
+    Args:
+        Those of `keras.optimizers.Adam`, except ``amsgrad``, which is not supported.
+
+    >>> opt = LazyAdam(learning_rate=0.1)
+    >>> table = keras.Variable(tf.ones([4, 2]))
+    >>> _ = opt.apply_gradients([(tf.IndexedSlices(tf.ones([1, 2]), tf.constant([1])), table)])
+    >>> table.numpy()[:, 0].astype(float).round(2).tolist()
+    [1.0, 0.9, 1.0, 1.0]
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        if kwargs.get("amsgrad"):
+            raise ValueError("LazyAdam does not support amsgrad. Received: amsgrad=True")
+        super().__init__(*args, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate) -> None:
+        if not isinstance(gradient, tf.IndexedSlices):
+            return super().update_step(gradient, variable, learning_rate)
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
+        step = tf.cast(self.iterations + 1, dtype)  # the global step, as dense Adam
+        beta_1_power = tf.pow(tf.cast(self.beta_1, dtype), step)
+        beta_2_power = tf.pow(tf.cast(self.beta_2, dtype), step)
+        alpha = lr * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+        ids, grad = _unique_rows(gradient, variable.shape[0], dtype)
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        # The expressions of Keras's dense Adam, so a touched row follows it to float rounding.
+        m_rows = _rows(m, ids)
+        m_rows = m_rows + (grad - m_rows) * (1 - self.beta_1)
+        v_rows = _rows(v, ids)
+        v_rows = v_rows + (tf.square(grad) - v_rows) * (1 - self.beta_2)
+        self.assign(m, tf.IndexedSlices(m_rows, ids))
+        self.assign(v, tf.IndexedSlices(v_rows, ids))
+        self.assign_sub(variable, tf.IndexedSlices(m_rows * alpha / (tf.sqrt(v_rows) + self.epsilon), ids))
+
+
+@keras.saving.register_keras_serializable(package="jobi_tf")
+class LazyAdagrad(keras.optimizers.Adagrad):
+    """Adagrad that updates only the rows of a sparse gradient, with repeated ids summed first.
+
+    Args:
+        Those of `keras.optimizers.Adagrad`.
+
+    >>> opt = LazyAdagrad(learning_rate=0.1)
+    >>> table = keras.Variable(tf.ones([3, 1]))
+    >>> _ = opt.apply_gradients([(tf.IndexedSlices(tf.ones([2, 1]), tf.constant([0, 0])), table)])
+    >>> table.numpy().ravel().astype(float).round(3).tolist()  # one update with gradient 2, not two of 1
+    [0.901, 1.0, 1.0]
+    """
+
+    def update_step(self, gradient, variable, learning_rate) -> None:
+        if not isinstance(gradient, tf.IndexedSlices):
+            return super().update_step(gradient, variable, learning_rate)
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
+        ids, grad = _unique_rows(gradient, variable.shape[0], dtype)
+        accumulator = self._accumulators[self._get_variable_index(variable)]
+        acc_rows = _rows(accumulator, ids) + tf.square(grad)
+        self.assign(accumulator, tf.IndexedSlices(acc_rows, ids))
+        self.assign_sub(variable, tf.IndexedSlices(lr * grad / tf.sqrt(acc_rows + self.epsilon), ids))
+
+
+def choose_optimizer(name: str, num_entities: int) -> str:
+    """The concrete optimizer for a ``--optimizer`` value: ``auto`` becomes ``adam`` below
+    `LAZY_MIN_ROWS` entity rows and ``lazy-adam`` from there on; other names are kept."""
+    if name != "auto":
+        return name
+    return "lazy-adam" if num_entities >= LAZY_MIN_ROWS else "adam"
+
+
+def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimizer:
+    """A fresh optimizer for a concrete name (``adam``, ``lazy-adam`` or ``adagrad``).
+
+    ``adagrad`` is `LazyAdagrad`: the same updates as dense Adagrad, with repeated ids
+    handled correctly. ``adam`` stays Keras's dense Adam, the paper's optimizer.
+    """
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate=learning_rate)
+    if name == "lazy-adam":
+        return LazyAdam(learning_rate=learning_rate)
+    if name == "adagrad":
+        return LazyAdagrad(learning_rate=learning_rate)
+    raise ValueError(f"name must be 'adam', 'lazy-adam' or 'adagrad' (resolve 'auto' first). Received: name={name!r}")

@@ -1,0 +1,215 @@
+"""Lazy Adam / Adagrad against NumPy references; sparse gradients stay sparse in ``fit``; resume."""
+
+from __future__ import annotations
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+from jobi_tf.errors import ConfigError
+from jobi_tf.models import JoBiModel
+from jobi_tf.optimizers import LAZY_MIN_ROWS, LazyAdagrad, LazyAdam, choose_optimizer, make_optimizer
+from jobi_tf.sampling import make_train_dataset
+from jobi_tf.training import train
+
+LR, B1, B2, EPS = 0.01, 0.9, 0.999, 1e-7
+ROWS, WIDTH = 12, 3
+
+
+def _steps(rng, always: list[int], others: list[int], num_steps: int = 5, extra: int = 4):
+    """Sparse gradients ``(ids, values)``: ``always`` in every step (the first id twice), plus random ``others``."""
+    steps = []
+    for _ in range(num_steps):
+        ids = np.array(always + [always[0]] + list(rng.choice(others, size=extra)), dtype=np.int32)
+        steps.append((ids, rng.normal(size=(len(ids), WIDTH)).astype(np.float32)))
+    return steps
+
+
+def _dense(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    out = np.zeros((ROWS, WIDTH), np.float64)
+    np.add.at(out, ids, values)  # repeated ids add up, as in the dense gradient
+    return out
+
+
+def _adam_reference(w0: np.ndarray, steps, lazy: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Adam in float64; ``lazy`` updates only the rows a step uses (moments included)."""
+    w, m, v = w0.astype(np.float64), np.zeros_like(w0, np.float64), np.zeros_like(w0, np.float64)
+    for t, (ids, values) in enumerate(steps, start=1):
+        g = _dense(ids, values)
+        rows = np.unique(ids) if lazy else np.arange(ROWS)
+        alpha = LR * np.sqrt(1 - B2**t) / (1 - B1**t)
+        m[rows] += (g[rows] - m[rows]) * (1 - B1)
+        v[rows] += (g[rows] ** 2 - v[rows]) * (1 - B2)
+        w[rows] -= m[rows] * alpha / (np.sqrt(v[rows]) + EPS)
+    return w, m, v
+
+
+def _adagrad_reference(w0: np.ndarray, steps, initial: float = 0.1) -> np.ndarray:
+    w, acc = w0.astype(np.float64), np.full(w0.shape, initial)
+    for ids, values in steps:
+        g = _dense(ids, values)
+        acc += g**2
+        w -= LR * g / np.sqrt(acc + EPS)
+    return w
+
+
+def _run(optimizer, w0: np.ndarray, steps, sparse: bool = True) -> keras.Variable:
+    table = keras.Variable(w0.copy(), name="table")
+    for ids, values in steps:
+        grad = tf.IndexedSlices(tf.constant(values), tf.constant(ids)) if sparse else tf.constant(_dense(ids, values))
+        optimizer.apply_gradients([(grad, table)])
+    return table
+
+
+@pytest.fixture
+def w0():
+    return np.random.default_rng(0).normal(size=(ROWS, WIDTH)).astype(np.float32)
+
+
+def test_rows_every_step_touches_match_dense_adam(w0):
+    steps = _steps(np.random.default_rng(1), always=[0, 1, 2, 3, 4, 5], others=[6, 7, 8, 9, 10, 11])
+    lazy = _run(LazyAdam(learning_rate=LR), w0, steps)
+    dense = _run(keras.optimizers.Adam(learning_rate=LR), w0, steps, sparse=False)
+    expected, _, _ = _adam_reference(w0, steps, lazy=False)
+    np.testing.assert_allclose(lazy.numpy()[:6], expected[:6], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lazy.numpy()[:6], dense.numpy()[:6], rtol=1e-6, atol=1e-7)
+
+
+def test_untouched_rows_keep_weights_and_moments_exactly(w0):
+    rng = np.random.default_rng(2)
+    first = (np.array([0, 7, 7], np.int32), rng.normal(size=(3, WIDTH)).astype(np.float32))
+    later = _steps(rng, always=[0, 1], others=[2, 3], num_steps=3)
+    opt = LazyAdam(learning_rate=LR)
+    table = _run(opt, w0, [first])
+    after_first = [table.numpy()[7].copy(), opt._momentums[0].numpy()[7].copy(), opt._velocities[0].numpy()[7].copy()]
+    for ids, values in later:
+        opt.apply_gradients([(tf.IndexedSlices(tf.constant(values), tf.constant(ids)), table)])
+    # Row 7 (used once, then never): weights and moments are bit-for-bit those after step 1.
+    np.testing.assert_array_equal(table.numpy()[7], after_first[0])
+    np.testing.assert_array_equal(opt._momentums[0].numpy()[7], after_first[1])
+    np.testing.assert_array_equal(opt._velocities[0].numpy()[7], after_first[2])
+    # Rows never used: initial weights, zero moments.
+    never = [4, 5, 6, 8, 9, 10, 11]
+    np.testing.assert_array_equal(table.numpy()[never], w0[never])
+    assert not opt._momentums[0].numpy()[never].any() and not opt._velocities[0].numpy()[never].any()
+    # Every row follows the lazy reference; dense Adam instead keeps moving row 7.
+    w, m, v = _adam_reference(w0, [first, *later], lazy=True)
+    np.testing.assert_allclose(table.numpy(), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(opt._momentums[0].numpy(), m, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(opt._velocities[0].numpy(), v, rtol=1e-5, atol=1e-9)
+    dense = _run(keras.optimizers.Adam(learning_rate=LR), w0, [first, *later], sparse=False)
+    assert not np.allclose(dense.numpy()[7], after_first[0])
+
+
+@pytest.mark.parametrize("make", [LazyAdam, LazyAdagrad], ids=["lazy-adam", "lazy-adagrad"])
+def test_repeated_ids_are_summed_before_the_update(w0, make):
+    a, b, c = (np.full((1, WIDTH), x, np.float32) for x in (0.5, -2.0, 1.5))
+    repeated = _run(make(learning_rate=LR), w0, [(np.array([3, 3, 5], np.int32), np.concatenate([a, b, c]))])
+    summed = _run(make(learning_rate=LR), w0, [(np.array([3, 5], np.int32), np.concatenate([a + b, c]))])
+    np.testing.assert_array_equal(repeated.numpy(), summed.numpy())
+
+
+def test_lazy_adagrad_equals_dense_adagrad_on_every_row(w0):
+    steps = _steps(np.random.default_rng(3), always=[0, 1], others=list(range(2, ROWS)))
+    lazy = _run(LazyAdagrad(learning_rate=LR, epsilon=EPS), w0, steps)
+    dense = _run(keras.optimizers.Adagrad(learning_rate=LR, epsilon=EPS), w0, steps, sparse=False)
+    np.testing.assert_allclose(lazy.numpy(), _adagrad_reference(w0, steps), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lazy.numpy(), dense.numpy(), rtol=1e-6, atol=1e-7)
+    # Keras's own sparse Adagrad squares repeated slices separately: not dense Adagrad.
+    keras_sparse = _run(keras.optimizers.Adagrad(learning_rate=LR, epsilon=EPS), w0, steps)
+    assert not np.allclose(keras_sparse.numpy(), dense.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_dense_gradients_get_the_dense_update(w0):
+    steps = _steps(np.random.default_rng(4), always=[0], others=[1, 2])
+    lazy = _run(LazyAdam(learning_rate=LR), w0, steps, sparse=False)
+    dense = _run(keras.optimizers.Adam(learning_rate=LR), w0, steps, sparse=False)
+    np.testing.assert_array_equal(lazy.numpy(), dense.numpy())
+
+
+class _RecordingLazyAdam(LazyAdam):
+    """Notes, at trace time, whether each variable's gradient reached ``update_step`` sparse."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, name="recording_lazy_adam", **kwargs)
+        self.seen: dict[str, bool] = {}
+
+    def update_step(self, gradient, variable, learning_rate):
+        self.seen[variable.name.split(":")[0].split("/")[-1]] = isinstance(gradient, tf.IndexedSlices)
+        return super().update_step(gradient, variable, learning_rate)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager-graph", "xla"])
+def test_table_gradients_reach_the_optimizer_sparse_in_fit(small_typed_index, jit):
+    index = small_typed_index
+    extra = 3  # rows no batch can use: the sampler draws ids below index.num_entities
+    model = JoBiModel(index.num_entities + extra, index.num_relations, model="complex", dim=4, joint=True)
+    opt = _RecordingLazyAdam(learning_rate=0.01)
+    model.compile(optimizer=opt, jit_compile=jit)
+    before = model.entity_embeddings.numpy()[-extra:].copy()
+    ds = make_train_dataset(index, SamplerConfig(batch_size=64, neg=4, p=0.3), seed=0)
+    model.fit(ds, epochs=1, steps_per_epoch=3, verbose=0, shuffle=False)
+    assert opt.seen == {"entity_embeddings": True, "triple_relations": True, "pair_relations": True}
+    np.testing.assert_array_equal(model.entity_embeddings.numpy()[-extra:], before)
+    assert not opt._momentums[0].numpy()[-extra:].any()
+    assert np.isfinite(model.entity_embeddings.numpy()).all()
+
+
+def _cfg(epochs: int, optimizer: str) -> RunConfig:
+    return RunConfig(
+        data=DataConfig(dataset="synthetic", synthetic_entities=80, synthetic_relations=4, synthetic_triples=800),
+        sampler=SamplerConfig(batch_size=100, neg=8, p=0.3),
+        model=ModelConfig(model="complex", dim=8, joint=True),
+        train=TrainConfig(epochs=epochs, eval_every=1, patience=10, jit_compile=False, optimizer=optimizer),
+        seed=3,
+    )
+
+
+def test_lazy_adam_run_checkpoints_and_resumes_identically(tmp_path):
+    straight = train(_cfg(4, "lazy-adam"), tmp_path / "straight", verbose=0)
+    train(_cfg(2, "lazy-adam"), tmp_path / "resumed", verbose=0)
+    (tmp_path / "resumed" / "metrics.json").unlink()  # as if stopped after epoch 2's checkpoint
+    resumed = train(_cfg(4, "lazy-adam"), tmp_path / "resumed", verbose=0)
+    assert [h["epoch"] for h in resumed.metrics["history"]] == [1, 2, 3, 4]
+    for split in ("valid", "test"):
+        assert resumed.metrics[split]["mrr"] == pytest.approx(straight.metrics[split]["mrr"], abs=1e-6)
+    with np.load(tmp_path / "straight" / "checkpoint.npz") as a, np.load(tmp_path / "resumed" / "checkpoint.npz") as b:
+        assert sum(k.startswith("optimizer/") for k in a.files) > 1  # iterations, moments
+        for key in a.files:
+            if key != "__state__":
+                np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_auto_is_recorded_as_the_optimizer_it_chose(tmp_path):
+    assert choose_optimizer("auto", LAZY_MIN_ROWS - 1) == "adam"
+    assert choose_optimizer("auto", LAZY_MIN_ROWS) == "lazy-adam"
+    assert choose_optimizer("adagrad", 10**9) == "adagrad"
+    train(_cfg(1, "adam"), tmp_path / "run", verbose=0)
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["train"]["optimizer"] == "adam"
+    # A run saved with the optimizer auto picks resumes under auto (the default flag).
+    (tmp_path / "run" / "metrics.json").unlink()
+    train(_cfg(1, "auto"), tmp_path / "run", verbose=0)
+
+
+def test_optimizer_names_are_validated_and_built():
+    with pytest.raises(ConfigError, match=r"--optimizer: must be one of auto, adam, lazy-adam, adagrad"):
+        TrainConfig(optimizer="sgd")
+    assert type(make_optimizer("adam", 0.1)) is keras.optimizers.Adam
+    assert isinstance(make_optimizer("lazy-adam", 0.1), LazyAdam)
+    assert isinstance(make_optimizer("adagrad", 0.1), LazyAdagrad)
+    with pytest.raises(ValueError, match="resolve 'auto' first"):
+        make_optimizer("auto", 0.1)
+    with pytest.raises(ValueError, match="amsgrad"):
+        LazyAdam(amsgrad=True)
+
+
+def test_lazy_optimizers_serialize():
+    for opt in (LazyAdam(learning_rate=0.02, beta_1=0.8), LazyAdagrad(learning_rate=0.03)):
+        again = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
+        assert type(again) is type(opt)
+        assert again.get_config() == opt.get_config()
