@@ -13,7 +13,9 @@ from jobi_tf.config import (
     CORRUPT_SIDES,
     INITS,
     MONITORS,
+    STRATEGIES,
     DataConfig,
+    DistributeConfig,
     EvalConfig,
     ModelConfig,
     RunConfig,
@@ -123,6 +125,22 @@ def _default_out(cfg: RunConfig) -> Path:
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--jit/--no-jit", default=True, show_default=True, help="Compile the train step with XLA.")
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default="default",
+    show_default=True,
+    help="default: one device; mirrored: this machine's GPUs (or logical CPUs); multi-worker: the cluster in $TF_CONFIG.",
+)
+@click.option("--gpus", default=None, metavar="LIST", help="GPUs for --strategy mirrored, e.g. 0,1 (default: all).")
+@click.option(
+    "--logical-cpus",
+    type=int,
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Split the CPU into N devices (mirrored without GPUs; also $JOBI_TF_LOGICAL_CPUS).",
+)
 @click.option("--synthetic-entities", type=int, default=2000, show_default=True)
 @click.option("--synthetic-relations", type=int, default=24, show_default=True)
 @click.option("--synthetic-triples", type=int, default=40000, show_default=True)
@@ -171,6 +189,9 @@ def train(ctx: click.Context, **flags) -> None:
         eval=EvalConfig(
             eval_batch_size=flags["eval_batch_size"], chunk_size=flags["chunk_size"], rank_type=flags["rank_type"]
         ),
+        distribute=DistributeConfig(
+            strategy=flags["strategy"], gpus=flags["gpus"], logical_cpus=flags["logical_cpus"]
+        ),
         seed=flags["seed"],
     )
     out = Path(flags["out"]) if flags["out"] else _default_out(cfg)
@@ -178,11 +199,15 @@ def train(ctx: click.Context, **flags) -> None:
 
     with progress_to_stderr():
         result = run_training(cfg, out, verbose=0 if ctx.obj["quiet"] else None)
+    if "test" not in result.metrics:  # a worker of a cluster that is not the chief: it wrote nothing
+        click.echo(json.dumps({"run_dir": None, "chief": False, **result.metrics}))
+        return
     summary = {
         "run_dir": str(result.run_dir),
         "test": {k: result.metrics["test"][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")},
         "valid": {k: result.metrics["valid"][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")},
         "epochs": result.metrics["epochs"],
         "train_seconds": result.metrics["train_seconds"],
+        **{k: result.metrics[k] for k in ("final_weights_sha256",) if k in result.metrics},
     }
     click.echo(json.dumps(summary))

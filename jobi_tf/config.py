@@ -13,7 +13,16 @@ from typing import Any
 
 from jobi_tf.errors import ConfigError
 
-__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "RunConfig", "ExportConfig"]
+__all__ = [
+    "DataConfig",
+    "SamplerConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "EvalConfig",
+    "DistributeConfig",
+    "RunConfig",
+    "ExportConfig",
+]
 
 MODELS = ("distmult", "complex", "simple")
 LOSSES = ("sampled-softmax", "full-softmax")
@@ -22,6 +31,7 @@ RANK_TYPES = ("optimistic", "realistic", "pessimistic")
 CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
 INITS = ("table-glorot", "row-glorot")
+STRATEGIES = ("default", "mirrored", "multi-worker")  # see jobi_tf.distribute
 
 
 def _positive_int(field: str, value: int, minimum: int = 1) -> None:
@@ -207,6 +217,26 @@ class EvalConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class DistributeConfig:
+    """Where a run trains (`jobi_tf.distribute`); not part of what must match to resume.
+
+    Attributes:
+        strategy: ``default`` (one device), ``mirrored`` (the GPUs, or logical CPUs, of this
+            machine) or ``multi-worker`` (the cluster in ``$TF_CONFIG``).
+        gpus: comma-separated GPU numbers for ``mirrored`` (None: all).
+        logical_cpus: split the CPU into this many devices (0: leave it whole).
+    """
+
+    strategy: str = "default"
+    gpus: str | None = None
+    logical_cpus: int = 0
+
+    def __post_init__(self) -> None:
+        _choice("strategy", self.strategy, STRATEGIES)
+        _positive_int("logical_cpus", self.logical_cpus, 0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """One training run; saved as ``config.json`` in the run folder and compared on resume."""
 
@@ -215,6 +245,7 @@ class RunConfig:
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    distribute: DistributeConfig = dataclasses.field(default_factory=DistributeConfig)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -236,13 +267,16 @@ class RunConfig:
             "model": ModelConfig,
             "train": TrainConfig,
             "eval": EvalConfig,
+            "distribute": DistributeConfig,
         }
-        return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in parts.items()})
+        optional = {"distribute"}  # runs saved before it existed get its defaults
+        return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in parts.items() if k in d or k not in optional})
 
     def training_identity(self) -> dict[str, Any]:
         """The fields that must match to resume a run (evaluation settings may change)."""
         d = self.to_dict()
         d.pop("eval")
+        d.pop("distribute")  # a run may continue on other devices
         d["train"].pop("epochs")
         d["train"].pop("patience")
         return d

@@ -33,7 +33,8 @@ from jobi_tf.config import RunConfig
 from jobi_tf.data.index import KGIndex
 from jobi_tf.data.loading import load_index
 from jobi_tf.data.vocab import Vocab
-from jobi_tf.errors import CheckpointMismatchError, JobiError
+from jobi_tf.distribute import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
+from jobi_tf.errors import CheckpointMismatchError, ConfigError, JobiError
 from jobi_tf.evaluation import FilteredEvaluator
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import choose_optimizer
@@ -97,8 +98,10 @@ class EvaluationCallback(keras.callbacks.Callback):
         patience: int,
         state: dict,
         monitor: str = "hits@10",
+        write: bool = True,
     ):
         super().__init__()
+        self.write = write  # False on the workers of a cluster that are not the chief
         self.monitor = monitor
         self.evaluator = evaluator
         self.run_dir = run_dir
@@ -127,7 +130,8 @@ class EvaluationCallback(keras.callbacks.Callback):
         logger.info("epoch %d validation: %s", done, json.dumps(summary))
         if metrics[self.monitor] > self.state["best"]:
             self.state.update(best=metrics[self.monitor], best_epoch=done, wait=0, best_valid=metrics)
-            save_weights(self.run_dir / "best.weights.npz", self.model)
+            if self.write:
+                save_weights(self.run_dir / "best.weights.npz", self.model)
         else:
             self.state["wait"] += 1
             if self.state["wait"] >= self.patience:
@@ -135,7 +139,8 @@ class EvaluationCallback(keras.callbacks.Callback):
                 self.model.stop_training = True
         self.state["epoch"] = done
         self.state["train_seconds"] = self.elapsed()
-        save_checkpoint(self.run_dir / "checkpoint.npz", self.model, self.model.optimizer, self.state)
+        if self.write:
+            save_checkpoint(self.run_dir / "checkpoint.npz", self.model, self.model.optimizer, self.state)
 
 
 def _fresh_state() -> dict:
@@ -202,29 +207,45 @@ def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:
     return load_index(cfg.data, seed=cfg.seed)
 
 
-def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) -> TrainResult:
+def train(
+    cfg: RunConfig,
+    run_dir: str | Path,
+    *,
+    verbose: int | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+) -> TrainResult:
     """Train (or resume) a run in ``run_dir`` and evaluate its best weights on test.
 
     Rerunning with the same config and folder continues from the last validation.
+    ``strategy`` overrides the one ``cfg.distribute`` describes (`jobi_tf.distribute`).
+    Under a multi-worker strategy only the chief writes files and evaluates on test; the
+    other workers return an empty ``metrics``.
     """
     run_dir = Path(run_dir)
+    if strategy is None:
+        configure_devices(cfg.distribute.logical_cpus or None)
+        strategy = make_strategy(cfg.distribute.strategy, cfg.distribute.gpus)
+    _check_batch_splits(cfg, num_replicas(strategy))
+    chief = is_chief(strategy)
     entities, relations, index = load_data(cfg)  # validate inputs before writing anything
     cfg = _resolve_optimizer(cfg, index.num_entities)
     steps = steps_per_epoch(index, cfg.sampler.batch_size)
-    _prepare_run_dir(run_dir, cfg, entities, relations)
+    if chief:
+        _prepare_run_dir(run_dir, cfg, entities, relations)
     if (run_dir / "metrics.json").exists():
         logger.info("%s already finished; its metrics are returned unchanged", run_dir)
         return TrainResult(run_dir, json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")))
 
     keras.utils.set_random_seed(cfg.seed)
-    model = build_model(index, cfg)
-    optimizer = make_optimizer(cfg)
-    model.compile(optimizer=optimizer, jit_compile=cfg.train.jit_compile)
-    optimizer.build(model.trainable_variables)
-    state = _fresh_state()
-    if (run_dir / "checkpoint.npz").exists():
-        state = load_checkpoint(run_dir / "checkpoint.npz", model, optimizer)
-        logger.info("resuming %s from epoch %d", run_dir, state["epoch"])
+    with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
+        model = build_model(index, cfg)
+        optimizer = make_optimizer(cfg)
+        model.compile(optimizer=optimizer, jit_compile=_jit_compile(cfg, strategy))
+        optimizer.build(model.trainable_variables)
+        state = _fresh_state()
+        if (run_dir / "checkpoint.npz").exists():
+            state = load_checkpoint(run_dir / "checkpoint.npz", model, optimizer)
+            logger.info("resuming %s from epoch %d", run_dir, state["epoch"])
 
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
     dataset = make_train_dataset(
@@ -237,15 +258,14 @@ def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) ->
         joint=cfg.model.joint,
     )
     log_dir = run_dir / "tensorboard"
-    _write_hparams(log_dir, cfg)
+    if chief:
+        _write_hparams(log_dir, cfg)
     validation = EvaluationCallback(
-        evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state, monitor=cfg.train.monitor
+        evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state, monitor=cfg.train.monitor, write=chief
     )
-    callbacks = [
-        keras.callbacks.TerminateOnNaN(),
-        validation,
-        keras.callbacks.TensorBoard(log_dir=str(log_dir), update_freq="epoch", write_graph=False),
-    ]
+    callbacks = [keras.callbacks.TerminateOnNaN(), validation]
+    if chief:
+        callbacks.append(keras.callbacks.TensorBoard(log_dir=str(log_dir), update_freq="epoch", write_graph=False))
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
     history = None
@@ -257,12 +277,47 @@ def train(cfg: RunConfig, run_dir: str | Path, *, verbose: int | None = None) ->
             steps_per_epoch=steps,
             callbacks=callbacks,
             shuffle=False,
-            verbose=verbose,
+            verbose=verbose if chief else 0,
         )
     state["train_seconds"] = validation.elapsed()
     if history is not None and any(not math.isfinite(v) for vs in history.history.values() for v in vs):
         raise JobiError(f"{run_dir}: training diverged (loss is NaN or Inf); the last good checkpoint is kept")
+    if cfg.distribute.strategy == "multi-worker":
+        state["final_weights_sha256"] = weights_digest(model.weights)  # must agree on every worker
+        logger.info("final weights sha256 %s", state["final_weights_sha256"])
+    if not chief:
+        return TrainResult(run_dir, {k: state[k] for k in ("epoch", "final_weights_sha256") if k in state})
     return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
+
+
+def _jit_compile(cfg: RunConfig, strategy: tf.distribute.Strategy) -> bool:
+    """XLA for the train step, except across several devices.
+
+    Why: an XLA-compiled step that updates mirrored variables fails with "Trying to access
+    resource ... located in device CPU:1 from device CPU:0" (TensorFlow's XLA known issue of
+    variables on another device), so steps under a multi-device strategy run uncompiled.
+    """
+    if cfg.train.jit_compile and num_replicas(strategy) > 1:
+        logger.info("XLA is off under %d replicas (--strategy %s)", num_replicas(strategy), cfg.distribute.strategy)
+        return False
+    return cfg.train.jit_compile
+
+
+def _check_batch_splits(cfg: RunConfig, replicas: int) -> None:
+    """Each replica must get an equal slice of the batch (and whole chunks of shared negatives).
+
+    Why: each replica averages its own slice's loss and the strategy sums the replicas'
+    gradients, which equals the global batch's mean only for equal slices; shared
+    negatives come one row per chunk of C positives, and a slice must hold whole chunks.
+    """
+    if replicas == 1:
+        return
+    unit = replicas * max(cfg.sampler.shared_negatives, 1)
+    if cfg.sampler.batch_size % unit:
+        what = f"{replicas} replicas"
+        if cfg.sampler.shared_negatives:
+            what += f" x --shared-negatives {cfg.sampler.shared_negatives}"
+        raise ConfigError("batch_size", f"must be a multiple of {unit} ({what}). Received: {cfg.sampler.batch_size}")
 
 
 def _stopped_early(state: dict, cfg: RunConfig) -> bool:
@@ -285,6 +340,7 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         "best_epoch": state["best_epoch"],
         "train_seconds": round(state["train_seconds"], 1),
         "history": state["history"],
+        **({"final_weights_sha256": state["final_weights_sha256"]} if "final_weights_sha256" in state else {}),
     }
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics

@@ -126,3 +126,11 @@ def random_export(tmp_path_factory):
         return built[model, filter_known]
 
     return make
+
+
+def pytest_configure(config):
+    """Split the CPU into 2 logical devices before TensorFlow starts, so that the mirrored
+    strategy runs with 2 replicas on machines without GPUs (tests/test_distribute.py)."""
+    from jobi_tf.distribute import configure_devices
+
+    configure_devices(2)

@@ -25,6 +25,18 @@ __all__ = ["JoBiModel"]
 _MASKED_LOGIT = -1e9
 
 
+def _rows(table: keras.Variable, ids: tf.Tensor) -> tf.Tensor:
+    """Rows ``ids`` of an embedding table, read as a sparse gather of the variable itself.
+
+    Why not ``tf.gather(table, ids)``: that converts the Keras variable to a tensor first (a
+    read of the whole table); without XLA the optimizer's later row update then finds the
+    table's buffer still shared with that read and copies the whole table (seconds per step
+    for a 2M-row table). Gathering from the backing ``tf.Variable`` reads only the rows.
+    """
+    backing = getattr(table, "value", table)
+    return tf.gather(backing if isinstance(backing, tf.Variable) else table, ids)
+
+
 @keras.saving.register_keras_serializable(package="jobi_tf")
 class JoBiModel(keras.Model):
     """Bilinear KG embedding model with JoBi's pair head.
@@ -103,25 +115,48 @@ class JoBiModel(keras.Model):
         self._pair_loss = pair_loss()
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
+        self.built = True  # every variable exists now; no input is needed to build
+
+    def train_step(self, data):
+        """Keras's own step; across workers, its scalar logs come back as ``[1]`` vectors.
+
+        Why: under a multi-worker strategy Keras's ``fit`` averages the replicas' logs with
+        ``strategy.reduce("MEAN", value, axis=0)``, which fails on a scalar ("Invalid
+        reduction dimension 0 for input with 0 dimensions"); a ``[1]`` vector reduces to the
+        scalar every callback expects.
+        """
+        logs = super().train_step(data)
+        strategy = tf.distribute.get_strategy()
+        if getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)():
+            logs = {k: tf.reshape(v, [1]) if v.shape.rank == 0 else v for k, v in logs.items()}
+        return logs
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        """Under a strategy, Keras's ``fit`` averages the first batch over the replicas
+        just to read its shapes, which fails on the sampler's bool features (``AddN`` of
+        bool). This model is built in ``__init__``: only the optimizer may still need it."""
+        if self.optimizer is not None and not self.optimizer.built:
+            with self.distribute_strategy.scope():
+                self.optimizer.build(self.trainable_variables)
 
     # -- queries of the triple head (evaluation and export use only these) ---------------
     def tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
         """``[B, W]`` queries whose dot with ``entity_embeddings[t]`` is ``s_tri(h, r, t)``."""
         return self.scorer.tail_query(
-            tf.gather(self.entity_embeddings, heads), tf.gather(self.triple_relations, relations)
+            _rows(self.entity_embeddings, heads), _rows(self.triple_relations, relations)
         )
 
     def head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
         """``[B, W]`` queries whose dot with ``entity_embeddings[h]`` is ``s_tri(h, r, t)``."""
         return self.scorer.head_query(
-            tf.gather(self.triple_relations, relations), tf.gather(self.entity_embeddings, tails)
+            _rows(self.triple_relations, relations), _rows(self.entity_embeddings, tails)
         )
 
     def score_triples(self, triples: tf.Tensor) -> tf.Tensor:
         """``[B]`` triple-head scores of int ``[B, 3]`` triples."""
         return tf.reduce_sum(
             self.tail_queries(triples[:, HEAD], triples[:, RELATION])
-            * tf.gather(self.entity_embeddings, triples[:, TAIL]),
+            * _rows(self.entity_embeddings, triples[:, TAIL]),
             axis=-1,
         )
 
@@ -132,10 +167,10 @@ class JoBiModel(keras.Model):
         S is 1 (triple head) or 2 (triple and pair heads). Also returns the rows used
         (for the regularizer).
         """
-        h = tf.gather(self.entity_embeddings, triples[:, HEAD])
-        t = tf.gather(self.entity_embeddings, triples[:, TAIL])
+        h = _rows(self.entity_embeddings, triples[:, HEAD])
+        t = _rows(self.entity_embeddings, triples[:, TAIL])
         tables = [self.triple_relations] + ([self.pair_relations] if self.joint else [])
-        rels = [tf.gather(table, triples[:, RELATION]) for table in tables]
+        rels = [_rows(table, triples[:, RELATION]) for table in tables]
         head_q = tf.stack([self.scorer.head_query(r, t) for r in rels], axis=1)
         tail_q = tf.stack([self.scorer.tail_query(h, r) for r in rels], axis=1)
         return head_q, tail_q, [h, t, rels[0]]
@@ -155,7 +190,7 @@ class JoBiModel(keras.Model):
             query = tf.where(one_side[:, None, None], tail_q, head_q)
         parts = []
         if "candidates" in features:
-            cand = tf.gather(self.entity_embeddings, features["candidates"])  # [B, K_b, W]
+            cand = _rows(self.entity_embeddings, features["candidates"])  # [B, K_b, W]
             if one_side is not None:
                 parts.append(tf.einsum("bsw,bkw->bsk", query, cand))
             else:
@@ -164,7 +199,7 @@ class JoBiModel(keras.Model):
                 parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
             rows.append(cand)
         if "shared_candidates" in features:
-            shared = tf.gather(self.entity_embeddings, features["shared_candidates"])  # [G, K_u, W]
+            shared = _rows(self.entity_embeddings, features["shared_candidates"])  # [G, K_u, W]
             groups = tf.shape(shared)[0]
             shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
             if one_side is not None:

@@ -1,0 +1,117 @@
+"""Distributed training: a mirrored step equals a single-device step; strategies and checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from jobi_tf.config import RunConfig, SamplerConfig
+from jobi_tf.distribute import configure_devices, is_chief, make_strategy
+from jobi_tf.errors import ConfigError, JobiError
+from jobi_tf.models import JoBiModel
+from jobi_tf.optimizers import make_optimizer
+from jobi_tf.sampling import make_train_dataset
+from jobi_tf.training import _check_batch_splits
+
+
+def _batch(index, shared_negatives: int) -> dict[str, np.ndarray]:
+    cfg = SamplerConfig(batch_size=8, neg=6, p=0.5, shared_negatives=shared_negatives)
+    return next(iter(make_train_dataset(index, cfg, seed=1, joint=True)))
+
+
+def _one_step(strategy, index, batch, weights, optimizer: str, jit: bool) -> list[np.ndarray]:
+    """Weights and optimizer slots after one ``fit`` step on ``batch`` from ``weights``."""
+    with strategy.scope():
+        model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=4, joint=True)
+        opt = make_optimizer(optimizer, 0.05)
+        model.compile(optimizer=opt, jit_compile=jit)
+        opt.build(model.trainable_variables)
+        model.set_weights(weights)
+    model.fit(tf.data.Dataset.from_tensors(batch).repeat(), epochs=1, steps_per_epoch=1, verbose=0)
+    return [v.numpy() for v in model.weights] + [v.numpy() for v in opt.variables]
+
+
+@pytest.fixture(scope="module")
+def mirrored():
+    """One strategy for the module: strategies made one after another in a process share
+    collective-op keys, and a second one can trip over the first one's instances."""
+    return make_strategy("mirrored")
+
+
+@pytest.mark.parametrize("optimizer,shared", [("adam", 0), ("lazy-adam", 0), ("lazy-adam", 4), ("adagrad", 0)])
+def test_mirrored_step_with_two_replicas_equals_single_device_step(small_typed_index, mirrored, optimizer, shared):
+    """Same initial weights, same global batch (negatives fixed): the 2-replica step (each
+    replica gets half the batch; gradients summed across replicas, sparse ones gathered)
+    leaves the weights and optimizer slots the single-device step leaves."""
+    assert mirrored.num_replicas_in_sync == 2
+    batch = _batch(small_typed_index, shared)
+    start = JoBiModel(small_typed_index.num_entities, small_typed_index.num_relations, "complex", 4, joint=True)
+    weights = [w.copy() for w in start.get_weights()]
+    single = _one_step(tf.distribute.get_strategy(), small_typed_index, batch, weights, optimizer, jit=True)
+    twice = _one_step(mirrored, small_typed_index, batch, weights, optimizer, jit=False)  # as train() does
+    assert not np.allclose(single[0], weights[0])  # the step did move the entity table
+    assert len(single) == len(twice)
+    for a, b in zip(single, twice):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_mirrored_needs_two_devices_and_says_how_to_get_them(monkeypatch):
+    assert len(tf.config.list_logical_devices("CPU")) == 2  # tests/conftest.py split the CPU
+    with pytest.raises(ConfigError, match="--gpus: GPU 3 does not exist"):
+        make_strategy("mirrored", gpus="3")
+    with pytest.raises(ConfigError, match="--gpus: must be comma-separated"):
+        make_strategy("mirrored", gpus="first")
+    with pytest.raises(ConfigError, match="--gpus: only applies"):
+        make_strategy("default", gpus="0")
+
+
+def test_multi_worker_without_tf_config_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ConfigError, match=r"--strategy: multi-worker reads the cluster from \$TF_CONFIG"):
+        make_strategy("multi-worker")
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(JobiError, match=r"\$TF_CONFIG: not JSON"):
+        make_strategy("multi-worker")
+
+
+def test_logical_cpus_cannot_change_once_tensorflow_started(monkeypatch):
+    assert configure_devices(2) == 2  # already so: accepted
+    with pytest.raises(JobiError, match="--logical-cpus 3: TensorFlow has already started with 2"):
+        configure_devices(3)
+    monkeypatch.setenv("JOBI_TF_LOGICAL_CPUS", "two")
+    with pytest.raises(JobiError, match=r"\$JOBI_TF_LOGICAL_CPUS: must be an integer"):
+        configure_devices()
+
+
+def test_batch_must_split_evenly_into_replicas_and_shared_chunks():
+    _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=8)), 2)
+    with pytest.raises(ConfigError, match=r"--batch-size: must be a multiple of 2 \(2 replicas\)"):
+        _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=9)), 2)
+    with pytest.raises(ConfigError, match=r"multiple of 8 \(2 replicas x --shared-negatives 4\)"):
+        _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=12, shared_negatives=4)), 2)
+
+
+def test_a_lone_process_is_the_chief(mirrored):
+    assert is_chief(tf.distribute.get_strategy())
+    assert is_chief(mirrored)
+
+
+def test_train_runs_under_the_mirrored_strategy_and_writes_its_run_folder(tmp_path, mirrored):
+    from jobi_tf.config import DataConfig, DistributeConfig, TrainConfig
+    from jobi_tf.training import train
+
+    cfg = RunConfig(
+        data=DataConfig(dataset="synthetic", synthetic_entities=200, synthetic_relations=6, synthetic_triples=2000),
+        sampler=SamplerConfig(batch_size=100, neg=8, p=0.3),
+        train=TrainConfig(epochs=2, eval_every=1),
+        distribute=DistributeConfig(strategy="mirrored"),
+    )
+    result = train(cfg, tmp_path / "run", verbose=0, strategy=mirrored)
+    assert (tmp_path / "run" / "checkpoint.npz").exists()
+    assert result.metrics["epochs"] == 2 and 0 < result.metrics["test"]["mrr"] <= 1
+    assert len(result.metrics["history"]) == 2
+    odd = RunConfig(sampler=SamplerConfig(batch_size=101), distribute=DistributeConfig(strategy="mirrored"))
+    with pytest.raises(ConfigError, match="--batch-size: must be a multiple of 2"):
+        train(odd, tmp_path / "odd", verbose=0, strategy=mirrored)
+    assert not (tmp_path / "odd").exists()  # refused before anything was written
