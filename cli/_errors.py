@@ -34,7 +34,9 @@ def reports_errors(fn: Callable) -> Callable:
         except (JobiError, ServingError) as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            raise click.ClickException(str(exc)) from None
+            error = click.ClickException(str(exc))
+            error.exit_code = getattr(exc, "exit_code", 1)
+            raise error from None
 
     return wrapper
 

@@ -1,7 +1,9 @@
 """Atomic, resumable checkpoints of a run: model weights, optimizer slots and loop state.
 
 A checkpoint is one ``.npz`` file written to ``<name>.tmp`` and renamed into place, so a
-run killed while writing leaves the previous checkpoint intact, never half a file. Arrays
+run killed while writing leaves the previous checkpoint intact, never half a file. A write
+that fails (disk full, read-only folder) or meets a NaN/Inf weight removes the temporary
+file and raises a one-line `JobiError`; the previous checkpoint stays. Arrays
 are stored by variable path, so a checkpoint from a different model is refused with a
 `CheckpointMismatchError` instead of loading garbage.
 """
@@ -16,16 +18,24 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from jobi_tf.errors import CheckpointMismatchError
+from jobi_tf.errors import CheckpointMismatchError, JobiError
 
 __all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights", "write_json_atomic"]
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: dict) -> None:
+    """``path`` as JSON, via a temporary file and a rename: never half a file."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise JobiError(f"{path}: cannot write ({exc.strerror or exc}); the previous version is kept") from None
 
 
 #: Rows of a variable converted to NumPy at a time while it is written.
@@ -39,27 +49,45 @@ def _write_npz(path: Path, arrays: dict[str, object]) -> None:
     moments then needs a few MB of extra memory, not a copy of each.
     """
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-            for name, value in arrays.items():
-                with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                    _write_npy(member, value)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+                for name, value in arrays.items():
+                    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                        _write_npy(member, value, name)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except (OSError, _NonFinite) as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        why = str(exc) if isinstance(exc, _NonFinite) else f"cannot write ({exc.strerror or exc})"
+        raise JobiError(f"{path}: {why}; the previous version is kept") from None
 
 
-def _write_npy(f, value) -> None:
+class _NonFinite(Exception):
+    """A variable holds NaN or Inf: it must never reach a checkpoint."""
+
+
+def _finite(array: np.ndarray, name: str) -> np.ndarray:
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise _NonFinite(f"{name} holds NaN or Inf, not written")
+    return array
+
+
+def _write_npy(f, value, name: str = "array") -> None:
     if not hasattr(value, "numpy") or len(value.shape) == 0 or value.shape[0] <= _ROWS_PER_BLOCK:
-        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+        array = _finite(np.asarray(value.numpy() if hasattr(value, "numpy") else value), name)
         np.lib.format.write_array(f, array, allow_pickle=False)
         return
-    block = np.ascontiguousarray(value[:_ROWS_PER_BLOCK].numpy())
+    block = _finite(np.ascontiguousarray(value[:_ROWS_PER_BLOCK].numpy()), name)
     header = {"descr": np.lib.format.dtype_to_descr(block.dtype), "fortran_order": False, "shape": tuple(value.shape)}
     np.lib.format.write_array_header_1_0(f, header)
     f.write(block.tobytes())
     for lo in range(_ROWS_PER_BLOCK, value.shape[0], _ROWS_PER_BLOCK):
-        f.write(np.ascontiguousarray(value[lo : lo + _ROWS_PER_BLOCK].numpy()).tobytes())
+        f.write(_finite(np.ascontiguousarray(value[lo : lo + _ROWS_PER_BLOCK].numpy()), name).tobytes())
 
 
 def _variables(model: keras.Model, optimizer: keras.optimizers.Optimizer | None) -> dict[str, object]:

