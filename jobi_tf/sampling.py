@@ -21,6 +21,7 @@ loss can ignore it, as TensorFlow Recommenders' ``RemoveAccidentalHits`` does.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import SamplerConfig
@@ -46,7 +47,7 @@ class NegativeSampler:
         self.num_entities = index.num_entities
         tails, heads = index.train_tails, index.train_heads
         # One flat pool: tails first, then heads, so a single gather serves both sides.
-        self._pool_values = tf.constant(tf.concat([tails.values, heads.values], axis=0), tf.int32)
+        self._pool_values = tf.constant(np.concatenate([tails.values, heads.values]), tf.int32)
         self._tail_start = tf.constant(tails.offsets[:-1], tf.int64)
         self._head_start = tf.constant(heads.offsets[:-1] + len(tails.values), tf.int64)
         self._tail_count = tf.constant(tails.sizes(), tf.int64)
