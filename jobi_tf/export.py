@@ -163,6 +163,20 @@ class TripleScorerModule(tf.Module):
         self.known_heads = _KnownFacts(known_heads, "known_heads") if known_heads is not None else None
 
     @staticmethod
+    def _same_length(**names: tf.Tensor) -> list[tf.Tensor]:
+        """The inputs, once checked to have one length (else InvalidArgumentError naming them);
+        elementwise ops would otherwise broadcast a length-1 batch or return nothing."""
+        (first, a), *rest = names.items()
+        checks = [
+            tf.debugging.assert_equal(
+                tf.size(a), tf.size(b), message=f"inputs '{first}' and '{other}' must have the same length"
+            )
+            for other, b in rest
+        ]
+        with tf.control_dependencies(checks):
+            return [tf.identity(t) for t in names.values()]
+
+    @staticmethod
     def _safe(found: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
         """Unknown ids (-1) become 0 so gathers stay in range; their outputs are masked later."""
         return tf.where(found, ids, tf.zeros_like(ids))
@@ -170,6 +184,7 @@ class TripleScorerModule(tf.Module):
     @tf.function(input_signature=[_NAMES, _NAMES, _NAMES], autograph=False)
     def score(self, head: tf.Tensor, relation: tf.Tensor, tail: tf.Tensor) -> dict[str, tf.Tensor]:
         """Triple-head score of each (head, relation, tail) row; NaN where a name is unknown."""
+        head, relation, tail = self._same_length(head=head, relation=relation, tail=tail)
         h, r, t = self.entity_ids.lookup(head), self.relation_ids.lookup(relation), self.entity_ids.lookup(tail)
         found = (h >= 0) & (r >= 0) & (t >= 0)
         h, r, t = self._safe(found, h), self._safe(found, r), self._safe(found, t)
@@ -182,6 +197,7 @@ class TripleScorerModule(tf.Module):
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_tail(self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         """Top-k tails of each (head, relation) row."""
+        head, relation = self._same_length(head=head, relation=relation)
         h, r = self.entity_ids.lookup(head), self.relation_ids.lookup(relation)
         found = (h >= 0) & (r >= 0)
         h, r = self._safe(found, h), self._safe(found, r)
@@ -193,6 +209,7 @@ class TripleScorerModule(tf.Module):
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_head(self, relation: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         """Top-k heads of each (relation, tail) row."""
+        relation, tail = self._same_length(relation=relation, tail=tail)
         r, t = self.relation_ids.lookup(relation), self.entity_ids.lookup(tail)
         found = (r >= 0) & (t >= 0)
         r, t = self._safe(found, r), self._safe(found, t)

@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -40,6 +41,7 @@ from jobi_tf.distribute import configure_devices, is_chief, make_strategy, num_r
 from jobi_tf.errors import CheckpointMismatchError, ConfigError, JobiError, TrainingStopped
 from jobi_tf.evaluation import FilteredEvaluator
 from jobi_tf.models import JoBiModel
+from jobi_tf.models.scorers import get_scorer
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.runlock import RunLock
@@ -299,6 +301,7 @@ def train(
     chief = is_chief(strategy)
     entities, relations, index = load_data(cfg)  # validate inputs before writing anything
     cfg = _resolve_optimizer(cfg, index.num_entities)
+    _check_memory(cfg, index)
     with RunLock(run_dir) if chief else contextlib.nullcontext():
         if chief:
             _prepare_run_dir(run_dir, cfg, entities, relations)
@@ -409,6 +412,31 @@ def _checkpoint_interrupted(run_dir: Path, model, state: dict, guard: StopGuard,
         return  # already saved (a validation at this epoch's end), or not ours to write
     state.update(epoch=epoch, step=step)
     save_checkpoint(run_dir / "checkpoint.npz", model, model.optimizer, state)
+
+
+def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
+    """Refuse a model whose tables cannot fit this machine's memory, before allocating them.
+
+    Why: ``--dim 1e9`` would otherwise end in an out-of-memory kill or a TensorFlow
+    traceback. Counted: the entity and relation tables and the optimizer's slots (two per
+    table for Adam, one for Adagrad), float32.
+    """
+    scorer = get_scorer(cfg.model.model)
+    relation_tables = 2 if cfg.model.joint else 1
+    floats = index.num_entities * scorer.entity_width(cfg.model.dim)
+    floats += relation_tables * index.num_relations * scorer.relation_width(cfg.model.dim)
+    slots = 1 if cfg.train.optimizer == "adagrad" else 2
+    need = 4 * floats * (1 + slots)
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > have:
+        raise ConfigError(
+            "dim",
+            f"the tables and optimizer slots of {index.num_entities} entities at --dim {cfg.model.dim} need "
+            f"{need / 2**30:.1f} GiB, more than this machine's {have / 2**30:.1f} GiB",
+        )
 
 
 def _jit_compile(cfg: RunConfig, strategy: tf.distribute.Strategy) -> bool:
