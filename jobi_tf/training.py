@@ -312,6 +312,11 @@ def train(
 
 
 def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainResult:
+    """The body of `train` once the folder is locked: build or restore, fit, stop or finish.
+
+    A run interrupted mid-epoch resumes with one ``fit`` over the rest of that epoch, then
+    one over the remaining epochs (Keras's ``fit`` counts whole epochs).
+    """
     steps = steps_per_epoch(index, cfg.sampler.batch_size)
     keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
