@@ -80,6 +80,7 @@ class FilteredEvaluator:
         self.cfg = cfg or EvalConfig()
         self.relation_labels = relation_labels
         self._count = tf.function(_count_above, reduce_retracing=True)
+        self._read = tf.function(_read_target_scores, reduce_retracing=True)
 
     def ranks(self, model, triples: np.ndarray, *, tails_only: bool = False, progress: bool = False) -> Ranks:
         """Filtered ranks of ``triples`` (int ``(N, 3)``) under ``model``'s triple head.
@@ -94,17 +95,18 @@ class FilteredEvaluator:
             dirs.insert(
                 0, (False, self.index.known_heads, triples[:, TAIL] * r + triples[:, RELATION], triples[:, HEAD])
             )
-        plans = [(d, _batches_by_target_block(d[3], self.cfg.eval_batch_size, self.cfg.chunk_size)) for d in dirs]
-        bar = _progress_bar(sum(len(p) for _, p in plans)) if progress else None
-        greater = np.zeros(len(triples) * len(dirs), np.float64)
-        equal = np.zeros_like(greater)
-        for d, ((is_tail, known, keys, targets), batches) in enumerate(plans):
-            for rows in batches:
-                g, e = self._batch(model, triples[rows], is_tail, known, keys[rows], targets[rows])
-                greater[d * len(triples) + rows] = g
-                equal[d * len(triples) + rows] = e
+        n_batches = sum(-(-len(triples) // self.cfg.eval_batch_size) for _ in dirs)
+        bar = _progress_bar(n_batches) if progress else None
+        greater, equal = [], []
+        for is_tail, known, keys, targets in dirs:
+            for start in range(0, len(triples), self.cfg.eval_batch_size):
+                sl = slice(start, start + self.cfg.eval_batch_size)
+                g, e = self._batch(model, triples[sl], is_tail, known, keys[sl], targets[sl])
+                greater.append(g)
+                equal.append(e)
                 if bar is not None:
                     bar.add(1)
+        greater, equal = np.concatenate(greater), np.concatenate(equal)
         return Ranks(
             optimistic=1.0 + greater,
             pessimistic=1.0 + greater + equal,
@@ -113,13 +115,6 @@ class FilteredEvaluator:
         )
 
     def _batch(self, model, triples, is_tail, known: CSR, keys, targets) -> tuple[np.ndarray, np.ndarray]:
-        """``(#greater, #equal)`` per query of a batch whose targets lie in one block.
-
-        The true entity's score must come out of the same matmul as its rivals' (a dot
-        product summed in another order rounds differently and breaks exact ties), so the
-        block holding the targets is scored first, its scores read at the targets, counted,
-        and only then are the other blocks streamed. Every block is scored once.
-        """
         if is_tail:
             q = model.tail_queries(triples[:, HEAD], triples[:, RELATION])
         else:
@@ -127,24 +122,28 @@ class FilteredEvaluator:
         table = model.entity_embeddings
         rows, cols = known.lookup(keys)  # every known answer, the true one included
         n, chunk = self.index.num_entities, self.cfg.chunk_size
+        blocks = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
         targets = np.asarray(targets, np.int64)
-        home = int(targets[0] // chunk) * chunk  # first entity of the targets' block
-        blocks = [(home, min(home + chunk, n))] + [
-            (lo, min(lo + chunk, n)) for lo in range(0, n, chunk) if lo != home
-        ]
+        # The true entity's score must come out of the same matmul as its rivals' (a dot
+        # product summed in another order rounds differently and breaks exact ties). With
+        # one block it is read during counting; with several, a first pass reads it.
+        if len(blocks) == 1:
+            target_scores, target_cols = tf.zeros(len(triples), table.dtype), targets
+        else:
+            target_scores = np.zeros(len(triples), np.float32)
+            for lo, hi in blocks:
+                inside = (targets >= lo) & (targets < hi)
+                if inside.any():
+                    block = self._read(q, table[lo:hi], tf.constant(np.where(inside, targets - lo, 0), tf.int32))
+                    target_scores[inside] = block.numpy()[inside]
+            target_cols = np.full(len(triples), -1)
         greater = np.zeros(len(triples), np.float64)
         equal = np.zeros(len(triples), np.float64)
-        target_scores = None
         for lo, hi in blocks:
             inside = (cols >= lo) & (cols < hi)
             filt = np.stack([rows[inside], cols[inside] - lo], axis=1).astype(np.int32).reshape(-1, 2)
-            if target_scores is None:  # the targets' block: read their scores from it
-                g, e, target_scores = self._count(
-                    q, table[lo:hi], tf.constant(filt), tf.zeros(len(triples)), tf.constant((targets - lo).astype(np.int32))
-                )
-            else:
-                no_target = tf.constant(np.full(len(triples), -1, np.int32))
-                g, e, _ = self._count(q, table[lo:hi], tf.constant(filt), target_scores, no_target)
+            cols_in_block = np.where(target_cols >= 0, target_cols - lo, -1).astype(np.int32)
+            g, e = self._count(q, table[lo:hi], tf.constant(filt), target_scores, tf.constant(cols_in_block))
             greater += g.numpy()
             equal += e.numpy()
         return greater, equal
@@ -182,8 +181,6 @@ def _count_above(q, entities, filtered, target_scores, target_cols):
             ``target_cols`` is -1.
         target_cols: int32 ``[B]`` column of the true entity in this block, or -1; where
             given, the target's score is read from this block's score matrix.
-
-    Returns: ``#greater [B]``, ``#equal [B]`` and the target scores used ``[B]``.
     """
     scores = tf.matmul(q, entities, transpose_b=True)
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
@@ -192,24 +189,13 @@ def _count_above(q, entities, filtered, target_scores, target_cols):
     # int32 counts: a [B, C] float64 cast would be 8 bytes per score, twice, per block.
     greater = tf.reduce_sum(tf.cast(scores > target_scores[:, None], tf.int32), axis=1)
     equal = tf.reduce_sum(tf.cast(scores == target_scores[:, None], tf.int32), axis=1)
-    return greater, equal, target_scores
+    return greater, equal
 
 
-def _batches_by_target_block(targets: np.ndarray, batch_size: int, chunk: int) -> list[np.ndarray]:
-    """Query positions grouped so that a batch's targets share one entity block.
-
-    Why: `FilteredEvaluator._batch` reads the targets' scores from their block's matmul, so a
-    batch with targets in one block scores every block once (with targets spread over
-    blocks, the targets' blocks would need a pass of their own). Queries are sorted by
-    target; results are written back to the original positions.
-    """
-    order = np.argsort(targets, kind="stable")
-    block = np.asarray(targets, np.int64)[order] // chunk
-    cuts = np.flatnonzero(np.diff(block)) + 1
-    batches = []
-    for group in np.split(order, cuts) if len(order) else []:
-        batches.extend(group[i : i + batch_size] for i in range(0, len(group), batch_size))
-    return batches
+def _read_target_scores(q, entities, target_cols):
+    """``[B]`` scores at ``target_cols`` of this block's score matrix (first pass, several blocks)."""
+    scores = tf.matmul(q, entities, transpose_b=True)
+    return tf.gather(scores, target_cols, axis=1, batch_dims=1)
 
 
 def _progress_bar(total: int):
