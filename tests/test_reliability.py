@@ -99,7 +99,6 @@ def test_sigkill_while_a_checkpoint_is_written_keeps_the_previous_one(tmp_path, 
     done = _run(out)
     assert done.returncode == 0, done.stderr[-2000:]
     assert _final(out) == straight
-    assert not (out / "checkpoint.npz.tmp").exists() or True  # a stale .tmp is simply overwritten later
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
