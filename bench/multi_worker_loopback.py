@@ -49,7 +49,8 @@ def run(args: argparse.Namespace, work: Path) -> dict:
     start = time.monotonic()
     try:
         for i in range(2):
-            env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}}))
+            tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}}
+            env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             log = open(work / f"worker{i}.log", "w+")
             logs.append(log)

@@ -19,6 +19,7 @@ _SUBCOMMANDS = {
     "train": ("jobi_tf.cli.train", "train", "Train JoBi or a baseline; write a run folder."),
     "evaluate": ("jobi_tf.cli.evaluate", "evaluate", "Recompute filtered metrics of a run folder."),
     "export": ("jobi_tf.cli.export", "export", "Export a run's triple scorer as a SavedModel for TF Serving."),
+    "grid": ("jobi_tf.cli.grid", "grid", "Run a hyper-parameter grid (resumable); report the best cell per group."),
     "predict": ("jobi_tf.cli.predict", "predict", "Ask an export (in-process or via TF Serving) for top-k or a score."),
 }
 

@@ -130,7 +130,8 @@ def _default_out(cfg: RunConfig) -> Path:
     type=click.Choice(STRATEGIES),
     default="default",
     show_default=True,
-    help="default: one device; mirrored: this machine's GPUs (or logical CPUs); multi-worker: the cluster in $TF_CONFIG.",
+    help="default: one device; mirrored: this machine's GPUs (or logical CPUs); "
+    "multi-worker: the cluster in $TF_CONFIG.",
 )
 @click.option("--gpus", default=None, metavar="LIST", help="GPUs for --strategy mirrored, e.g. 0,1 (default: all).")
 @click.option(
@@ -189,9 +190,7 @@ def train(ctx: click.Context, **flags) -> None:
         eval=EvalConfig(
             eval_batch_size=flags["eval_batch_size"], chunk_size=flags["chunk_size"], rank_type=flags["rank_type"]
         ),
-        distribute=DistributeConfig(
-            strategy=flags["strategy"], gpus=flags["gpus"], logical_cpus=flags["logical_cpus"]
-        ),
+        distribute=DistributeConfig(strategy=flags["strategy"], gpus=flags["gpus"], logical_cpus=flags["logical_cpus"]),
         seed=flags["seed"],
     )
     out = Path(flags["out"]) if flags["out"] else _default_out(cfg)

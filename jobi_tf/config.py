@@ -21,6 +21,7 @@ __all__ = [
     "EvalConfig",
     "DistributeConfig",
     "RunConfig",
+    "SECTIONS",
     "ExportConfig",
 ]
 
@@ -261,16 +262,8 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        parts = {
-            "data": DataConfig,
-            "sampler": SamplerConfig,
-            "model": ModelConfig,
-            "train": TrainConfig,
-            "eval": EvalConfig,
-            "distribute": DistributeConfig,
-        }
         optional = {"distribute"}  # runs saved before it existed get its defaults
-        return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in parts.items() if k in d or k not in optional})
+        return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in SECTIONS.items() if k in d or k not in optional})
 
     def training_identity(self) -> dict[str, Any]:
         """The fields that must match to resume a run (evaluation settings may change)."""
@@ -280,6 +273,17 @@ class RunConfig:
         d["train"].pop("epochs")
         d["train"].pop("patience")
         return d
+
+
+#: The sections of a `RunConfig`, by attribute name.
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "sampler": SamplerConfig,
+    "model": ModelConfig,
+    "train": TrainConfig,
+    "eval": EvalConfig,
+    "distribute": DistributeConfig,
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

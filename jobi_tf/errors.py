@@ -12,6 +12,7 @@ __all__ = [
     "DatasetFormatError",
     "ConfigError",
     "CheckpointMismatchError",
+    "GridSpecError",
     "ExportError",
     "TrainingStopped",
 ]
@@ -48,6 +49,10 @@ class ConfigError(JobiError):
 
 class CheckpointMismatchError(JobiError):
     """A run folder holds a run whose configuration differs from the requested one."""
+
+
+class GridSpecError(JobiError):
+    """A grid spec file (``jobi-tf grid SPEC``) is malformed or asks for an invalid cell."""
 
 
 class ExportError(JobiError):

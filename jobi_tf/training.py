@@ -497,7 +497,15 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         **({"final_weights_sha256": state["final_weights_sha256"]} if "final_weights_sha256" in state else {}),
     }
     write_json_atomic(run_dir / "metrics.json", metrics)
+    _write_test_scalars(run_dir / "tensorboard", metrics["test"], step=state["epoch"])
     return metrics
+
+
+def _write_test_scalars(log_dir: Path, test: dict, step: int) -> None:
+    """Test metrics beside the validation scalars, where the HParams view reads a run's metrics."""
+    with tf.summary.create_file_writer(str(log_dir / "validation")).as_default():
+        for k in ("mrr", "hits@1", "hits@3", "hits@10", "type_inconsistent"):
+            tf.summary.scalar("test_" + k.replace("@", "_at_"), test[k], step=step)
 
 
 def load_run(run_dir: str | Path) -> tuple[RunConfig, JoBiModel, FilteredEvaluator]:

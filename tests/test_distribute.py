@@ -52,7 +52,7 @@ def test_mirrored_step_with_two_replicas_equals_single_device_step(small_typed_i
     twice = _one_step(mirrored, small_typed_index, batch, weights, optimizer, jit=False)  # as train() does
     assert not np.allclose(single[0], weights[0])  # the step did move the entity table
     assert len(single) == len(twice)
-    for a, b in zip(single, twice):
+    for a, b in zip(single, twice, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 

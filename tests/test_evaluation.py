@@ -266,3 +266,63 @@ def test_per_relation_keys_default_to_ids():
     metrics = FilteredEvaluator(index).evaluate(model, "valid")
     assert set(metrics["per_relation"]) == {str(r) for r in np.unique(splits["valid"][:, 1])}
     assert sum(m["count"] for m in metrics["per_relation"].values()) == 2 * len(splits["valid"])
+
+
+# -- top-1 predictions and type inconsistency (the paper's qualitative analysis) ------------
+
+
+def _brute_force_top1(scores: np.ndarray, splits: dict, triples: np.ndarray) -> np.ndarray:
+    """Filtered top-1 entity per query (head queries first); exact ties go to the lower id."""
+    known = {tuple(x) for s in SPLITS for x in splits[s].tolist()}
+    top = []
+    for direction in (False, True):
+        for h, r, t in triples.tolist():
+            cand = scores[h, r, :] if direction else scores[:, r, t]
+            target = t if direction else h
+            keep = [e for e in range(len(cand)) if e == target or ((h, r, e) if direction else (e, r, t)) not in known]
+            top.append(keep[int(np.argmax(cand[keep]))])  # argmax: first of equal maxima
+    return np.array(top)
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("weights", ["random", "dyadic"])
+def test_top1_matches_brute_force(name, weights):
+    splits, index = _random_kg(14)
+    ent, rel = _random_weights(name, 15) if weights == "random" else _dyadic_weights(name, 15)
+    scores = _all_scores(name, ent, rel)
+    test = np.concatenate([splits["test"], splits["valid"]])
+    if weights == "random":
+        _assert_well_separated(scores, test)
+    expected = _brute_force_top1(scores, splits, test)
+    model = _model(name, ent, rel)
+    for cfg in (EvalConfig(), EvalConfig(eval_batch_size=5, chunk_size=7), EvalConfig(chunk_size=1)):
+        got = FilteredEvaluator(index, cfg).ranks(model, test)
+        np.testing.assert_array_equal(got.top1, expected)
+    # Non-trivial: the top-1 is sometimes the target and sometimes not.
+    targets = np.concatenate([test[:, 0], test[:, 2]])
+    assert 0 < np.sum(expected == targets) < len(expected)
+
+
+def test_type_inconsistent_share_by_hand():
+    """Top-1 outside the relation's training heads/tails is inconsistent; checked per part."""
+    splits, index = _random_kg(16)
+    ent, rel = _random_weights("complex", 17)
+    model = _model("complex", ent, rel)
+    ev = FilteredEvaluator(index, EvalConfig(eval_batch_size=6, chunk_size=8))
+    ranks = ev.ranks(model, splits["test"])
+    train = splits["train"]
+    slot = {
+        True: {r: set(train[train[:, 1] == r, 2].tolist()) for r in range(R)},
+        False: {r: set(train[train[:, 1] == r, 0].tolist()) for r in range(R)},
+    }
+    want = np.array(
+        [e not in slot[bool(tq)][r] for e, tq, r in zip(ranks.top1, ranks.tail_query, ranks.relations, strict=True)]
+    )
+    np.testing.assert_array_equal(ev.type_inconsistent(ranks), want)
+    assert 0 < want.sum() < len(want), "the fixture must produce both kinds"
+    metrics = ev.metrics_from_ranks(ranks)
+    assert metrics["type_inconsistent"] == pytest.approx(want.mean())
+    assert metrics["tail"]["type_inconsistent"] == pytest.approx(want[ranks.tail_query].mean())
+    assert metrics["head"]["type_inconsistent"] == pytest.approx(want[~ranks.tail_query].mean())
+    for r in np.unique(ranks.relations):
+        assert metrics["per_relation"][str(r)]["type_inconsistent"] == pytest.approx(want[ranks.relations == r].mean())

@@ -17,8 +17,8 @@ import tensorflow as tf
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from jobi_tf.cli.main import main
+
 from jobi_tf.data.folder import read_folder_index
 from jobi_tf.data.triples import read_split_folder
 from jobi_tf.errors import JobiError
@@ -172,7 +172,7 @@ def test_signatures_return_documented_shapes_or_a_clear_error(loaded, signature,
         "predict_head": ("relation", "tail"),
     }[signature]
     batches = [first, second, third][: len(names)]
-    inputs = {n: tf.constant(b, tf.string, shape=[len(b)]) for n, b in zip(names, batches)}
+    inputs = {n: tf.constant(b, tf.string, shape=[len(b)]) for n, b in zip(names, batches, strict=True)}
     if signature != "score":
         inputs["k"] = tf.constant(k, tf.int32)
     try:

@@ -44,7 +44,8 @@ def _run(out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
 
 def _final(out: Path) -> dict:
     metrics = json.loads((out / "metrics.json").read_text())
-    return {split: {k: metrics[split][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")} for split in ("valid", "test")}
+    keys = ("mrr", "hits@1", "hits@3", "hits@10")
+    return {split: {k: metrics[split][k] for k in keys} for split in ("valid", "test")}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def _start(out: Path) -> subprocess.Popen:
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
     start = time.monotonic()
     while not path.exists():
-        assert proc.poll() is None, f"exited {proc.returncode} before {path.name} appeared: {proc.stderr.read()[-2000:]}"
+        assert proc.poll() is None, f"exited {proc.returncode} before {path.name}: {proc.stderr.read()[-2000:]}"
         assert time.monotonic() - start < timeout, f"{path} did not appear"
         time.sleep(0.002)
 

@@ -142,21 +142,16 @@ class JoBiModel(keras.Model):
     # -- queries of the triple head (evaluation and export use only these) ---------------
     def tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
         """``[B, W]`` queries whose dot with ``entity_embeddings[t]`` is ``s_tri(h, r, t)``."""
-        return self.scorer.tail_query(
-            _rows(self.entity_embeddings, heads), _rows(self.triple_relations, relations)
-        )
+        return self.scorer.tail_query(_rows(self.entity_embeddings, heads), _rows(self.triple_relations, relations))
 
     def head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
         """``[B, W]`` queries whose dot with ``entity_embeddings[h]`` is ``s_tri(h, r, t)``."""
-        return self.scorer.head_query(
-            _rows(self.triple_relations, relations), _rows(self.entity_embeddings, tails)
-        )
+        return self.scorer.head_query(_rows(self.triple_relations, relations), _rows(self.entity_embeddings, tails))
 
     def score_triples(self, triples: tf.Tensor) -> tf.Tensor:
         """``[B]`` triple-head scores of int ``[B, 3]`` triples."""
         return tf.reduce_sum(
-            self.tail_queries(triples[:, HEAD], triples[:, RELATION])
-            * _rows(self.entity_embeddings, triples[:, TAIL]),
+            self.tail_queries(triples[:, HEAD], triples[:, RELATION]) * _rows(self.entity_embeddings, triples[:, TAIL]),
             axis=-1,
         )
 

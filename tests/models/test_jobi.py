@@ -144,7 +144,6 @@ def test_gradients_of_the_entity_table_are_sparse():
     assert isinstance(grad, tf.IndexedSlices)
 
 
-
 def test_training_reads_table_rows_not_whole_tables():
     """The traced step gathers rows from the variables (ResourceGather) and never reads a whole
     table: a whole read held while the optimizer scatters rows makes TensorFlow copy the table
@@ -170,6 +169,8 @@ def test_training_reads_table_rows_not_whole_tables():
             reads[op.type] += 1
     assert reads["ResourceGather"] >= 5  # heads, tails, candidates, two relation tables
     assert reads.get("ReadVariableOp", 0) == 0  # (the loss trackers' own reads are not tables)
+
+
 def test_config_round_trip():
     model = JoBiModel(num_entities=7, num_relations=2, model="simple", dim=3, joint=True, alpha=0.25)
     clone = JoBiModel.from_config(model.get_config())

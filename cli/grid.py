@@ -1,0 +1,64 @@
+"""``jobi-tf grid SPEC --out DIR``: run a hyper-parameter grid, then report the best cell per group."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from jobi_tf.cli._errors import progress_to_stderr, reports_errors
+
+from jobi_tf.errors import JobiError
+
+__all__ = ["grid"]
+
+
+@click.command()
+@click.argument("spec_path", metavar="SPEC", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Grid folder: one run folder per cell, summary.json and summary.md.",
+)
+@click.option("--dry-run", is_flag=True, help="List the cells and their status; train nothing.")
+@click.option("--summary-only", is_flag=True, help="Summarize the finished cells; train nothing.")
+@click.pass_context
+@reports_errors
+def grid(ctx: click.Context, spec_path: str, out: str, dry_run: bool, summary_only: bool) -> None:
+    """Train every cell of SPEC (JSON, or YAML with PyYAML), skipping finished ones.
+
+    Rerun the same command to resume. Prints the best cell per group (picked by the
+    spec's validation metric, Hits@10 by default, as the paper) with its test metrics.
+    """
+    from jobi_tf.grid import load_spec, markdown_table, run_grid, summarize, write_hparams_config
+
+    spec = load_spec(spec_path)
+    out_dir = Path(out)
+    if dry_run or summary_only:
+        summary = summarize(spec, out_dir)
+        if dry_run:
+            for row in summary["cells"]:
+                click.echo(f"{row['status']:>8}  {row['cell']}", err=True)
+    else:
+        write_hparams_config(spec, out_dir)
+        quiet = ctx.obj["quiet"]
+
+        def train_cell(config, run_dir):
+            from jobi_tf.training import train  # imports TensorFlow
+
+            with progress_to_stderr():
+                return train(config, run_dir, verbose=0 if quiet else None).metrics
+
+        def log(message: str) -> None:
+            if not quiet:
+                click.echo(message, err=True)
+
+        summary = run_grid(spec, out_dir, train_cell, log=log)
+    if not dry_run:
+        if not out_dir.is_dir():
+            raise JobiError(f"{out_dir}: no such grid folder")
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        (out_dir / "summary.md").write_text(markdown_table(summary) + "\n", encoding="utf-8")
+        click.echo(markdown_table(summary), err=True)
+    click.echo(json.dumps({"grid": str(out_dir), "select": summary["select"], "best": summary["best"]}))

@@ -1,0 +1,325 @@
+"""Hyper-parameter grids: one run folder per cell, resumable, best cell per group.
+
+The paper reports, for each model and variant, the test metrics of the grid cell with the
+best validation Hits@10 (its section 4 and appendix B). A grid spec says which settings vary
+and which are fixed, with the `RunConfig` field names (the CLI flag names, ``batch_size`` ↔
+``--batch-size``)::
+
+    {
+      "fixed": {"dataset": "fb15k-237", "epochs": 100, "eval_every": 5},
+      "grid": {"model": ["distmult", "complex"], "joint": [false, true], "p": [0, 0.3]},
+      "select": "hits@10",
+      "group_by": ["model", "variant"]
+    }
+
+``variant`` names the paper's ablation points (its Table 4): ``baseline`` (no pair head,
+p = 0), ``biasedneg`` (biased negatives only), ``joint`` (pair head only) and ``jobi``
+(both). It can be a grid axis of its own, which sets ``joint`` and ``p`` (the biased ones
+take the spec's ``p``, 0.3 when it has none), or it is derived from them. ``grid`` may also
+be a list of such objects: the cells are the union of their products (Table 2 needs
+baseline and JoBi for every model, the ablation all four variants of one model).
+
+Cells run one after another (a cell already uses every core), each in
+``OUT/<cell name>`` through `jobi_tf.training.train`, so a stopped grid resumes where it
+stopped: finished cells (with ``metrics.json``) are skipped, an interrupted one continues
+from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jobi_tf.config import SECTIONS, RunConfig
+from jobi_tf.errors import ConfigError, GridSpecError
+
+__all__ = ["GridSpec", "Cell", "load_spec", "summarize", "variant_name", "VARIANTS"]
+
+# Every RunConfig field, by its (unique) name: where a flat spec key belongs.
+_FIELD_SECTION = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+_FIELD_SECTION["seed"] = None
+
+VARIANTS = ("baseline", "biasedneg", "joint", "jobi")
+SELECT_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
+
+
+def variant_name(joint: bool, p: float) -> str:
+    """The paper's ablation name of a (joint, p) setting (its Table 4)."""
+    return VARIANTS[2 * bool(joint) + (p > 0)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One point of the grid: its settings, its config and its folder name."""
+
+    settings: dict[str, Any]
+    config: RunConfig
+    name: str
+
+    @property
+    def variant(self) -> str:
+        return variant_name(self.config.model.joint, self.config.sampler.p)
+
+    def key(self, field: str) -> Any:
+        """A grouping key: ``variant``, ``dataset`` or any config field."""
+        if field == "variant":
+            return self.variant
+        if field == "dataset":
+            data = self.config.data
+            return data.dataset or Path(data.data_dir).name
+        return _get(self.config, field)
+
+
+@dataclasses.dataclass(frozen=True)
+class GridSpec:
+    """A parsed, validated grid spec (see the module docstring)."""
+
+    fixed: dict[str, Any]
+    grid: dict[str, list[Any]] | list[dict[str, list[Any]]]
+    select: str = "hits@10"
+    group_by: tuple[str, ...] = ("dataset", "model", "variant")
+    source: str = "spec"
+
+    def __post_init__(self) -> None:
+        grids = self._grids()
+        if not grids:
+            raise GridSpecError(f"{self.source}: 'grid' must be an object, or a non-empty list of objects")
+        for key in [*self.fixed, *(k for g in grids for k in g)]:
+            if key not in _FIELD_SECTION and key != "variant":
+                raise GridSpecError(
+                    f"{self.source}: unknown setting {key!r} (use the flag names: batch_size, neg, p, ...)"
+                )
+        for grid in grids:
+            for key, values in grid.items():
+                if not isinstance(values, list) or not values:
+                    raise GridSpecError(f"{self.source}: {key!r} must be a non-empty list. Received: {values!r}")
+                if key in self.fixed:
+                    raise GridSpecError(f"{self.source}: {key!r} is both fixed and varied")
+                if len({json.dumps(v) for v in values}) != len(values):
+                    raise GridSpecError(f"{self.source}: {key!r} lists a value twice: {values!r}")
+            bad = [v for v in grid.get("variant", []) + [self.fixed.get("variant")] if v and v not in VARIANTS]
+            if bad:
+                choices = ", ".join(VARIANTS)
+                raise GridSpecError(f"{self.source}: variant must be one of {choices}. Received: {bad[0]!r}")
+        if self.select not in SELECT_METRICS:
+            raise GridSpecError(f"{self.source}: select must be one of {', '.join(SELECT_METRICS)}")
+        for key in self.group_by:
+            if key not in _FIELD_SECTION and key not in ("variant", "dataset"):
+                raise GridSpecError(f"{self.source}: cannot group by {key!r}")
+        self.cells()  # every cell must be a valid RunConfig before anything runs
+
+    def _grids(self) -> list[dict[str, list[Any]]]:
+        grids = self.grid if isinstance(self.grid, list) else [self.grid]
+        return grids if all(isinstance(g, dict) for g in grids) else []
+
+    def cells(self) -> list[Cell]:
+        """Every cell in grid order; a cell listed by two sub-grids runs once."""
+        out: dict[str, Cell] = {}
+        for grid in self._grids():
+            keys = list(grid)
+            for values in itertools.product(*(grid[k] for k in keys)):
+                varied = dict(zip(keys, values, strict=True))
+                settings = _apply_variant({**self.fixed, **varied})
+                try:
+                    config = _config(settings)
+                except ConfigError as err:
+                    raise GridSpecError(f"{self.source}: cell {varied}: {err}") from None
+                cell = Cell(settings, config, _cell_name(varied))
+                if cell.name in out and out[cell.name].config != config:
+                    raise GridSpecError(
+                        f"{self.source}: two different cells would share the folder {cell.name!r} "
+                        "(vary the same settings in every sub-grid)"
+                    )
+                out.setdefault(cell.name, cell)
+        return list(out.values())
+
+
+def load_spec(path: str | Path) -> GridSpec:
+    """Read a JSON (or, with PyYAML installed, YAML) grid spec; errors name the file."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise GridSpecError(f"{path}: YAML specs need PyYAML (pip install pyyaml); or write JSON") from None
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise GridSpecError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+    else:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise GridSpecError(f"{path}:{err.lineno}: not valid JSON: {err.msg}") from None
+    if not isinstance(raw, dict) or "grid" not in raw:
+        raise GridSpecError(f"{path}: a spec is an object with a 'grid' (and optional 'fixed', 'select')")
+    unknown = set(raw) - {"fixed", "grid", "select", "group_by", "description"}
+    if unknown:
+        raise GridSpecError(f"{path}: unknown top-level key(s) {sorted(unknown)}")
+    return GridSpec(
+        fixed=dict(raw.get("fixed") or {}),
+        grid=raw["grid"],
+        select=raw.get("select", "hits@10"),
+        group_by=tuple(raw.get("group_by", ("dataset", "model", "variant"))),
+        source=str(path),
+    )
+
+
+def run_grid(
+    spec: GridSpec,
+    out: str | Path,
+    train_cell: Callable[[RunConfig, Path], dict],
+    *,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Run every unfinished cell with ``train_cell(config, run_dir)``, then summarize.
+
+    ``train_cell`` is `jobi_tf.training.train` in the CLI (it resumes an interrupted cell);
+    tests pass a stand-in.
+    """
+    out = Path(out)
+    cells = spec.cells()
+    for i, cell in enumerate(cells, 1):
+        run_dir = out / cell.name
+        if (run_dir / "metrics.json").exists():
+            log(f"[{i}/{len(cells)}] {cell.name}: finished, skipped")
+            continue
+        log(f"[{i}/{len(cells)}] {cell.name}: training")
+        train_cell(cell.config, run_dir)
+    return summarize(spec, out)
+
+
+def summarize(spec: GridSpec, out: str | Path) -> dict:
+    """Best finished cell per group by validation ``spec.select``, with its test metrics.
+
+    Returns ``{"select", "group_by", "cells": [...], "best": [...]}``; ``cells`` lists every
+    cell with its status, ``best`` one row per group (ties: the first cell in grid order).
+    """
+    out = Path(out)
+    rows = []
+    for cell in spec.cells():
+        metrics_path = out / cell.name / "metrics.json"
+        row = {"cell": cell.name, "group": {k: cell.key(k) for k in spec.group_by}, "settings": cell.settings}
+        if metrics_path.exists():
+            metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+            row.update(
+                status="finished",
+                valid=_headline(metrics["valid"]),
+                test=_headline(metrics["test"]),
+                best_epoch=metrics.get("best_epoch"),
+                epochs=metrics.get("epochs"),
+                train_seconds=metrics.get("train_seconds"),
+            )
+        else:
+            row["status"] = "running" if (out / cell.name / "checkpoint.npz").exists() else "pending"
+        rows.append(row)
+    best: dict[str, dict] = {}
+    for row in rows:
+        if row["status"] != "finished":
+            continue
+        group = json.dumps(row["group"], sort_keys=True)
+        if group not in best or row["valid"][spec.select] > best[group]["valid"][spec.select]:
+            best[group] = row
+    return {"select": spec.select, "group_by": list(spec.group_by), "cells": rows, "best": list(best.values())}
+
+
+def markdown_table(summary: dict) -> str:
+    """The ``best`` rows as a Markdown table (test metrics, picked by validation)."""
+    group_by = summary["group_by"]
+    head = [*group_by, "cell", f"valid {summary['select']}", "test MRR", "Hits@1", "Hits@3", "Hits@10", "TI@1"]
+    head += ["best epoch / epochs", "train min"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in summary["best"]:
+        t = row["test"]
+        values = [*(str(row["group"][k]) for k in group_by), row["cell"], f"{row['valid'][summary['select']]:.4f}"]
+        values += [f"{t[k]:.4f}" for k in SELECT_METRICS]
+        values += [_fmt(t.get("type_inconsistent")), f"{row['best_epoch']} / {row['epochs']}"]
+        values += [f"{row['train_seconds'] / 60:.1f}" if row.get("train_seconds") is not None else "–"]
+        lines.append("| " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def write_hparams_config(spec: GridSpec, out: Path) -> None:
+    """Declare the grid's axes and metrics at ``OUT`` so TensorBoard's HParams view shows every cell.
+
+    Each run already logs its own hyper-parameters (``tensorboard/validation``); the
+    experiment config adds the domains and the validation/test metrics as columns.
+    """
+    try:
+        import tensorflow as tf
+        from tensorboard.plugins.hparams import api as hp
+    except ImportError:
+        return
+    axes = [hp.HParam(k, hp.Discrete(sorted(set(v), key=str))) for k, v in spec.grid.items() if _discrete_ok(v)]
+    # A run's session lives in its tensorboard/validation folder (jobi_tf.training), where
+    # Keras writes the validation scalars (epoch_mrr, ...) and the run writes its test metrics.
+    tags = [(f"epoch_{m.replace('@', '_at_')}", f"valid {m}") for m in SELECT_METRICS]
+    tags += [(f"test_{m.replace('@', '_at_')}", f"test {m}") for m in (*SELECT_METRICS, "type_inconsistent")]
+    metrics = [hp.Metric(tag, display_name=name) for tag, name in tags]
+    out.mkdir(parents=True, exist_ok=True)
+    with tf.summary.create_file_writer(str(out / "hparams")).as_default():
+        hp.hparams_config(hparams=axes, metrics=metrics)
+
+
+def _discrete_ok(values: list) -> bool:
+    kinds = {type(v) for v in values}
+    return len(kinds) == 1 and kinds <= {int, float, str, bool}
+
+
+def _headline(metrics: dict) -> dict:
+    keys = (*SELECT_METRICS, "type_inconsistent")
+    out = {k: metrics[k] for k in keys if k in metrics}
+    for side in ("head", "tail"):
+        if side in metrics:
+            out[side] = {k: metrics[side][k] for k in keys if k in metrics[side]}
+    return out
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _apply_variant(settings: dict[str, Any]) -> dict[str, Any]:
+    """Turn a ``variant`` setting into its ``joint`` and ``p`` (biased p: the spec's, else 0.3)."""
+    if "variant" not in settings:
+        return settings
+    settings = dict(settings)
+    index = VARIANTS.index(settings.pop("variant"))
+    biased_p = settings.get("p") or 0.3
+    settings["joint"] = index >= 2
+    settings["p"] = biased_p if index % 2 else 0.0
+    return settings
+
+
+def _config(settings: dict[str, Any]) -> RunConfig:
+    sections: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    seed = 0
+    for key, value in settings.items():
+        if _FIELD_SECTION[key] is None:
+            seed = value
+        else:
+            sections[_FIELD_SECTION[key]][key] = value
+    if sections["data"].get("data_dir") and "dataset" not in sections["data"]:
+        sections["data"]["dataset"] = None
+    return RunConfig(seed=seed, **{name: SECTIONS[name](**kw) for name, kw in sections.items()})
+
+
+def _get(config: RunConfig, field: str) -> Any:
+    section = _FIELD_SECTION[field]
+    return config.seed if section is None else getattr(getattr(config, section), field)
+
+
+def _cell_name(varied: dict[str, Any]) -> str:
+    """``model-complex_joint-1_p-0.3``: the varied settings only, readable and filesystem-safe."""
+    if not varied:
+        return "cell"
+    parts = []
+    for key, value in varied.items():
+        text = str(int(value)) if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+        parts.append(f"{key}-{text.replace('/', '_')}")
+    return "_".join(parts)
