@@ -255,7 +255,13 @@ def write_hparams_config(spec: GridSpec, out: Path) -> None:
         from tensorboard.plugins.hparams import api as hp
     except ImportError:
         return
-    axes = [hp.HParam(k, hp.Discrete(sorted(set(v), key=str))) for k, v in spec.grid.items() if _discrete_ok(v)]
+    from jobi_tf.training import hparams_of
+
+    domains: dict[str, set] = {}
+    for cell in spec.cells():
+        for name, value in hparams_of(cell.config).items():
+            domains.setdefault(name, set()).add(value)
+    axes = [hp.HParam(name, hp.Discrete(sorted(values, key=str))) for name, values in domains.items()]
     # A run's session lives in its tensorboard/validation folder (jobi_tf.training), where
     # Keras writes the validation scalars (epoch_mrr, ...) and the run writes its test metrics.
     tags = [(f"epoch_{m.replace('@', '_at_')}", f"valid {m}") for m in SELECT_METRICS]
@@ -264,11 +270,6 @@ def write_hparams_config(spec: GridSpec, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tf.summary.create_file_writer(str(out / "hparams")).as_default():
         hp.hparams_config(hparams=axes, metrics=metrics)
-
-
-def _discrete_ok(values: list) -> bool:
-    kinds = {type(v) for v in values}
-    return len(kinds) == 1 and kinds <= {int, float, str, bool}
 
 
 def _headline(metrics: dict) -> dict:

@@ -249,14 +249,13 @@ def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
     return ""
 
 
-def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
-    """Record the run's hyper-parameters for TensorBoard's HParams dashboard."""
-    try:
-        from tensorboard.plugins.hparams import api as hp
-    except ImportError:  # TensorBoard not installed: scalars are still written
-        return
-    hparams = {
+def hparams_of(cfg: RunConfig) -> dict[str, object]:
+    """The hyper-parameters a run shows in TensorBoard's HParams view (``jobi-tf grid`` declares their domains)."""
+    from jobi_tf.grid import variant_name
+
+    return {
         "model": cfg.model.model,
+        "variant": variant_name(cfg.model.joint, cfg.sampler.p),
         "dim": cfg.model.dim,
         "joint": cfg.model.joint,
         "p": cfg.sampler.p,
@@ -267,10 +266,19 @@ def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
         "loss": cfg.train.loss,
         "lr": cfg.train.lr,
         "optimizer": cfg.train.optimizer,
+        "seed": cfg.seed,
         "dataset": str(cfg.data.dataset or cfg.data.data_dir),
     }
+
+
+def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
+    """Record the run's hyper-parameters for TensorBoard's HParams dashboard."""
+    try:
+        from tensorboard.plugins.hparams import api as hp
+    except ImportError:  # TensorBoard not installed: scalars are still written
+        return
     with tf.summary.create_file_writer(str(log_dir / "validation")).as_default():
-        hp.hparams(hparams, trial_id=log_dir.parent.name)
+        hp.hparams(hparams_of(cfg), trial_id=log_dir.parent.name)
 
 
 def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:

@@ -128,7 +128,7 @@ def test_grid_command_trains_each_cell_once_and_reports(tmp_path):
                 "eval_every": 1,
                 "jit_compile": False,
             },
-            "grid": {"joint": [False, True], "p": [0.3]},
+            "grid": [{"variant": ["biasedneg"]}, {"variant": ["jobi"], "alpha": [0.5]}],
             "select": "mrr",
         },
     )
@@ -143,7 +143,7 @@ def test_grid_command_trains_each_cell_once_and_reports(tmp_path):
         assert row["test"]["mrr"] == metrics["test"]["mrr"]
         assert 0 <= row["test"]["type_inconsistent"] <= 1
     assert json.loads((out / "summary.json").read_text())["best"] == report["best"]
-    assert (out / "hparams").is_dir() and (out / "summary.md").exists()
+    assert list((out / "hparams").glob("events.out.tfevents.*")) and (out / "summary.md").exists()
     mtimes = {p: p.stat().st_mtime_ns for p in out.glob("*/metrics.json")}
     again = runner.invoke(main, ["grid", str(spec), "--out", str(out)])
     assert again.exit_code == 0, again.output
