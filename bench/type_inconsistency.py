@@ -4,8 +4,10 @@ Run:  python bench/type_inconsistency.py runs/base runs/jobi [--top 8] [--min-qu
 
 Reads each run's ``metrics.json`` (test split): ``type_inconsistent`` is the share of
 queries whose filtered top-1 entity never occurs in that slot of that relation in training
-(`jobi_tf.evaluation`). Prints a Markdown table of the overall and per-direction shares,
-then the relations (tail queries) where the two runs differ most, and one JSON line.
+(`jobi_tf.evaluation`); the "true answers" column is the same share for the test answers
+themselves, what a perfect model would score. Prints a Markdown table of the overall and
+per-direction shares, then the relations where the second run's share is most below and most above the first's,
+and one JSON line.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ def main() -> None:
     parser.add_argument("--min-queries", type=int, default=50, help="skip relations with fewer test queries")
     args = parser.parse_args()
     a, b = _test(args.a), _test(args.b)
-    print(f"| part | {args.a.name} | {args.b.name} |\n|---|---:|---:|")
+    print(f"| part | {args.a.name} | {args.b.name} | true answers |\n|---|---:|---:|---:|")
     overall = {}
     for part in ("all", "head", "tail"):
         pa, pb = (a, b) if part == "all" else (a[part], b[part])
-        overall[part] = [pa["type_inconsistent"], pb["type_inconsistent"]]
-        print(f"| {part} | {pa['type_inconsistent']:.3f} | {pb['type_inconsistent']:.3f} |")
+        answers = pa.get("type_inconsistent_answers", float("nan"))
+        overall[part] = [pa["type_inconsistent"], pb["type_inconsistent"], answers]
+        print(f"| {part} | {pa['type_inconsistent']:.3f} | {pb['type_inconsistent']:.3f} | {answers:.3f} |")
     rows = []
     for rel, ma in a["per_relation"].items():
         mb = b["per_relation"].get(rel)
@@ -44,17 +47,20 @@ def main() -> None:
         rows.append((ma["type_inconsistent"] - mb["type_inconsistent"], rel, ma, mb))
     rows.sort(key=lambda r: -r[0])
     na, nb = args.a.name, args.b.name
-    print(f"\n| relation (both directions) | queries | TI {na} | TI {nb} | H@1 {na} | H@1 {nb} |")
-    print("|---|---:|---:|---:|---:|---:|")
-    top = []
-    for _, rel, ma, mb in rows[: args.top]:
-        print(
-            f"| `{rel}` | {ma['count']} | {ma['type_inconsistent']:.3f} | {mb['type_inconsistent']:.3f} "
-            f"| {ma['hits@1']:.3f} | {mb['hits@1']:.3f} |"
-        )
-        top.append(
-            {"relation": rel, "queries": ma["count"], "a": ma["type_inconsistent"], "b": mb["type_inconsistent"]}
-        )
+    top = {}
+    for title, chosen in (("lower", rows[: args.top]), ("higher", rows[::-1][: args.top])):
+        print(f"\n{nb} {title} than {na}:\n")
+        print(f"| relation (both directions) | queries | TI {na} | TI {nb} | H@1 {na} | H@1 {nb} |")
+        print("|---|---:|---:|---:|---:|---:|")
+        top[title] = []
+        for _, rel, ma, mb in chosen:
+            print(
+                f"| `{rel}` | {ma['count']} | {ma['type_inconsistent']:.3f} | {mb['type_inconsistent']:.3f} "
+                f"| {ma['hits@1']:.3f} | {mb['hits@1']:.3f} |"
+            )
+            top[title].append(
+                {"relation": rel, "queries": ma["count"], "a": ma["type_inconsistent"], "b": mb["type_inconsistent"]}
+            )
     report = {"bench": "type_inconsistency", "a": str(args.a), "b": str(args.b), "overall": overall, "top": top}
     print(json.dumps(report))
 

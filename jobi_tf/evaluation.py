@@ -49,6 +49,7 @@ class Ranks:
         relations: int32 ``(Q,)`` relation of each query.
         top1: int32 ``(Q,)`` the filtered top-1 prediction: the best-scoring entity among the
             target and the candidates the filter keeps (exact ties go to the lower id).
+        targets: int32 ``(Q,)`` the true entity of each query.
     """
 
     optimistic: np.ndarray
@@ -56,6 +57,7 @@ class Ranks:
     tail_query: np.ndarray
     relations: np.ndarray
     top1: np.ndarray
+    targets: np.ndarray
 
     def get(self, rank_type: str = "realistic") -> np.ndarray:
         if rank_type == "realistic":
@@ -122,6 +124,7 @@ class FilteredEvaluator:
             tail_query=np.concatenate([np.full(len(triples), d[0]) for d in dirs]),
             relations=np.tile(triples[:, RELATION], len(dirs)),
             top1=np.concatenate(top1).astype(np.int32),
+            targets=np.concatenate([d[3] for d in dirs]).astype(np.int32),
         )
 
     def _batch(self, model, triples, is_tail, known: CSR, keys, targets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -177,13 +180,20 @@ class FilteredEvaluator:
         """``{"mrr", "hits@k", ..., "type_inconsistent", "head": {...}, "tail": {...}, "per_relation": {...}}``.
 
         ``type_inconsistent`` is the share of top-1 predictions never seen in that slot of
-        that relation in training (see `type_inconsistent`).
+        that relation in training (see `type_inconsistent`); ``type_inconsistent_answers``
+        is the same share for the true answers: what a perfect model would score, since a
+        true answer can be new to its slot (a person's spouse seen in no other marriage).
         """
         values = ranks.get(self.cfg.rank_type)
         odd = self.type_inconsistent(ranks)
+        odd_answers = self.type_inconsistent(ranks, of="targets")
 
         def part(mask):
-            return {**rank_metrics(values[mask]), "type_inconsistent": _share(odd[mask])}
+            return {
+                **rank_metrics(values[mask]),
+                "type_inconsistent": _share(odd[mask]),
+                "type_inconsistent_answers": _share(odd_answers[mask]),
+            }
 
         out = part(slice(None))
         out["rank_type"] = self.cfg.rank_type
@@ -197,14 +207,15 @@ class FilteredEvaluator:
         out["per_relation"] = per_relation
         return out
 
-    def type_inconsistent(self, ranks: Ranks) -> np.ndarray:
-        """bool ``(Q,)``: the query's top-1 entity never occurs in training in that slot of that relation.
+    def type_inconsistent(self, ranks: Ranks, of: str = "top1") -> np.ndarray:
+        """bool ``(Q,)``: the query's top-1 entity (``of="targets"``: its true answer) never
+        occurs in training in that slot of that relation.
 
         "Slot" is the asked side: the tails of the relation for a tail query, its heads for a
         head query (the entity sets JoBi's pair head and biased negatives are built from).
         """
         e = np.int64(self.index.num_entities)
-        keys = ranks.relations.astype(np.int64) * e + ranks.top1.astype(np.int64)
+        keys = ranks.relations.astype(np.int64) * e + getattr(ranks, of).astype(np.int64)
         seen = np.where(
             ranks.tail_query,
             _sorted_contains(self._slot_keys("tail"), keys),

@@ -231,14 +231,15 @@ def summarize(spec: GridSpec, out: str | Path) -> dict:
 def markdown_table(summary: dict) -> str:
     """The ``best`` rows as a Markdown table (test metrics, picked by validation)."""
     group_by = summary["group_by"]
-    head = [*group_by, "cell", f"valid {summary['select']}", "test MRR", "Hits@1", "Hits@3", "Hits@10", "TI@1"]
-    head += ["best epoch / epochs", "train min"]
+    head = [*group_by, "cell", f"valid {summary['select']}", "test MRR", "Hits@1", "Hits@3", "Hits@10"]
+    head += ["TI top-1", "TI answers", "best epoch / epochs", "train min"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in summary["best"]:
         t = row["test"]
         values = [*(str(row["group"][k]) for k in group_by), row["cell"], f"{row['valid'][summary['select']]:.4f}"]
         values += [f"{t[k]:.4f}" for k in SELECT_METRICS]
-        values += [_fmt(t.get("type_inconsistent")), f"{row['best_epoch']} / {row['epochs']}"]
+        values += [_fmt(t.get("type_inconsistent")), _fmt(t.get("type_inconsistent_answers"))]
+        values += [f"{row['best_epoch']} / {row['epochs']}"]
         values += [f"{row['train_seconds'] / 60:.1f}" if row.get("train_seconds") is not None else "–"]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
@@ -273,7 +274,7 @@ def write_hparams_config(spec: GridSpec, out: Path) -> None:
 
 
 def _headline(metrics: dict) -> dict:
-    keys = (*SELECT_METRICS, "type_inconsistent")
+    keys = (*SELECT_METRICS, "type_inconsistent", "type_inconsistent_answers")
     out = {k: metrics[k] for k in keys if k in metrics}
     for side in ("head", "tail"):
         if side in metrics:

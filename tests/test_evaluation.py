@@ -320,8 +320,17 @@ def test_type_inconsistent_share_by_hand():
     )
     np.testing.assert_array_equal(ev.type_inconsistent(ranks), want)
     assert 0 < want.sum() < len(want), "the fixture must produce both kinds"
+    test = splits["test"]
+    np.testing.assert_array_equal(ranks.targets, np.concatenate([test[:, 0], test[:, 2]]))
+    answers = np.array(
+        [e not in slot[bool(tq)][r] for e, tq, r in zip(ranks.targets, ranks.tail_query, ranks.relations, strict=True)]
+    )
+    np.testing.assert_array_equal(ev.type_inconsistent(ranks, of="targets"), answers)
+    assert 0 < answers.sum() < len(answers) and not np.array_equal(answers, want)
     metrics = ev.metrics_from_ranks(ranks)
     assert metrics["type_inconsistent"] == pytest.approx(want.mean())
+    assert metrics["type_inconsistent_answers"] == pytest.approx(answers.mean())
+    assert metrics["tail"]["type_inconsistent_answers"] == pytest.approx(answers[ranks.tail_query].mean())
     assert metrics["tail"]["type_inconsistent"] == pytest.approx(want[ranks.tail_query].mean())
     assert metrics["head"]["type_inconsistent"] == pytest.approx(want[~ranks.tail_query].mean())
     for r in np.unique(ranks.relations):

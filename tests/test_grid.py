@@ -141,7 +141,7 @@ def test_grid_command_trains_each_cell_once_and_reports(tmp_path):
     for row in report["best"]:
         metrics = json.loads((out / row["cell"] / "metrics.json").read_text())
         assert row["test"]["mrr"] == metrics["test"]["mrr"]
-        assert 0 <= row["test"]["type_inconsistent"] <= 1
+        assert 0 <= row["test"]["type_inconsistent"] <= 1 and 0 <= row["test"]["type_inconsistent_answers"] <= 1
     assert json.loads((out / "summary.json").read_text())["best"] == report["best"]
     assert list((out / "hparams").glob("events.out.tfevents.*")) and (out / "summary.md").exists()
     mtimes = {p: p.stat().st_mtime_ns for p in out.glob("*/metrics.json")}
