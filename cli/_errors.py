@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import sys
+import traceback
 from collections.abc import Callable
 
 import click
@@ -36,9 +38,22 @@ def reports_errors(fn: Callable) -> Callable:
                 raise
             error = click.ClickException(str(exc))
             error.exit_code = getattr(exc, "exit_code", 1)
+            _release(exc)
             raise error from None
 
     return wrapper
+
+
+def _release(exc: BaseException) -> None:
+    """Free what the failed call's frames hold (a stopped run's tf.data iterator) now.
+
+    Left to interpreter shutdown, destroying a tf.data iterator can wait forever for its
+    threads (seen when SIGINT stopped a cell of ``jobi-tf grid``: the error was printed and
+    the process never exited).
+    """
+    traceback.clear_frames(exc.__traceback__)
+    exc.__traceback__ = None
+    gc.collect()
 
 
 @contextlib.contextmanager
