@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -58,7 +59,14 @@ def grid(ctx: click.Context, spec_path: str, out: str, dry_run: bool, summary_on
     if not dry_run:
         if not out_dir.is_dir():
             raise JobiError(f"{out_dir}: no such grid folder")
-        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        (out_dir / "summary.md").write_text(markdown_table(summary) + "\n", encoding="utf-8")
+        _write_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        _write_atomic(out_dir / "summary.md", markdown_table(summary) + "\n")
         click.echo(markdown_table(summary), err=True)
     click.echo(json.dumps({"grid": str(out_dir), "select": summary["select"], "best": summary["best"]}))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` whole: a stopped command never leaves half a summary."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

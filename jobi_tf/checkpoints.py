@@ -143,8 +143,8 @@ def _assign_all(path: Path, targets: dict[str, object]) -> None:
 
     Why not ``var.assign(np.load(path)[name])``: for a 2M-row table that holds the NumPy
     array, its tensor copy and the variable's old buffer at once (4.5 GB for a 1.5 GB
-    table), which set the peak memory of a large run's last phase. Shapes and dtypes are
-    all checked first, so a mismatch changes nothing.
+    table), which set the peak memory of a large run's last phase. Every shape is checked
+    first, so a mismatch changes nothing.
     """
     with zipfile.ZipFile(path) as archive:
         for key, var in targets.items():

@@ -91,6 +91,7 @@ class FilteredEvaluator:
         self.relation_labels = relation_labels
         self._count = tf.function(_count_above, reduce_retracing=True)
         self._read = tf.function(_read_target_scores, reduce_retracing=True)
+        self._slot_key_cache: dict[str, np.ndarray] = {}  # sorted train (relation, entity) keys per slot
 
     def ranks(self, model, triples: np.ndarray, *, tails_only: bool = False, progress: bool = False) -> Ranks:
         """Filtered ranks of ``triples`` (int ``(N, 3)``) under ``model``'s triple head.
@@ -224,11 +225,10 @@ class FilteredEvaluator:
         return ~seen
 
     def _slot_keys(self, slot: str) -> np.ndarray:
-        cache = self.__dict__.setdefault("_slot_key_cache", {})
-        if slot not in cache:
+        if slot not in self._slot_key_cache:
             pools = self.index.train_tails if slot == "tail" else self.index.train_heads
-            cache[slot] = pools.membership_keys(self.index.num_entities)  # sorted
-        return cache[slot]
+            self._slot_key_cache[slot] = pools.membership_keys(self.index.num_entities)
+        return self._slot_key_cache[slot]
 
 
 def _count_above(q, entities, filtered, target_scores, target_cols):
