@@ -13,6 +13,7 @@ from jobi_tf.config import (
     CORRUPT_SIDES,
     INITS,
     MONITORS,
+    REGULARIZERS,
     STRATEGIES,
     DataConfig,
     DistributeConfig,
@@ -96,7 +97,15 @@ def _default_out(cfg: RunConfig) -> Path:
     type=float,
     default=0.0,
     show_default=True,
-    help="Weight of an L2 penalty on the embeddings a batch uses (PyKEEN's ComplEx default: 0.01).",
+    help="Weight of the --regularizer penalty (PyKEEN's ComplEx default: l2 0.01).",
+)
+@click.option(
+    "--regularizer",
+    type=click.Choice(REGULARIZERS),
+    default="l2",
+    show_default=True,
+    help="l2: normalised L2 norm of every row a batch uses (PyKEEN's); n3: cubed moduli of the "
+    "positive's head, relation and tail rows (Lacroix et al., 2018).",
 )
 @click.option(
     "--optimizer",
@@ -179,6 +188,7 @@ def train(ctx: click.Context, **flags) -> None:
             loss=flags["loss"],
             alpha=flags["alpha"],
             regularization=flags["regularization"],
+            regularizer=flags["regularizer"],
             lr=flags["lr"],
             optimizer=flags["optimizer"],
             epochs=flags["epochs"],

@@ -32,6 +32,7 @@ RANK_TYPES = ("optimistic", "realistic", "pessimistic")
 CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
 INITS = ("table-glorot", "row-glorot")
+REGULARIZERS = ("l2", "n3")
 STRATEGIES = ("default", "mirrored", "multi-worker")  # see jobi_tf.distribute
 
 
@@ -157,8 +158,10 @@ class TrainConfig:
         loss: ``sampled-softmax`` (NLL of a softmax over the positive and its negatives) or
             ``full-softmax`` (1-vs-all over every entity, paper appendix D).
         alpha: weight of the pair loss (only with ``joint``).
-        regularization: weight of the L2 penalty on the embedding rows of a batch (0 = none,
-            the paper's setting; 0.01 is PyKEEN's ComplEx default).
+        regularization: weight of the ``regularizer`` penalty (0 = none, the paper's setting;
+            ``l2`` 0.01 is PyKEEN's ComplEx default).
+        regularizer: ``l2`` (normalised L2 norm of every row a batch uses, PyKEEN's) or ``n3``
+            (cubed moduli of the positive's head, relation and tail rows, Lacroix et al. 2018).
         lr: learning rate.
         optimizer: ``adam`` (Keras's dense Adam, the paper's), ``lazy-adam`` (updates only
             the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), or
@@ -176,6 +179,7 @@ class TrainConfig:
     loss: str = "sampled-softmax"
     alpha: float = 0.5
     regularization: float = 0.0
+    regularizer: str = "l2"
     lr: float = 0.001
     optimizer: str = "auto"
     epochs: int = 200
@@ -188,6 +192,7 @@ class TrainConfig:
         _choice("loss", self.loss, LOSSES)
         _positive_float("alpha", self.alpha, allow_zero=True)
         _positive_float("regularization", self.regularization, allow_zero=True)
+        _choice("regularizer", self.regularizer, REGULARIZERS)
         _positive_float("lr", self.lr)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _positive_int("epochs", self.epochs)

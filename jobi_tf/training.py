@@ -70,6 +70,7 @@ def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
         alpha=cfg.train.alpha,
         loss=cfg.train.loss,
         regularization=cfg.train.regularization,
+        regularizer=cfg.train.regularizer,
         init=cfg.model.init,
         name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
     )

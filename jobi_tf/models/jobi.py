@@ -48,9 +48,12 @@ class JoBiModel(keras.Model):
         dim: components per part (ComplEx 200 = 200 real + 200 imaginary). Default 200.
         joint: add the pair head (JoBi). Default False (the baseline).
         alpha: weight of the pair loss. Default 0.5.
-        regularization: weight of an L2 penalty on the embedding rows a batch uses (as
-            PyKEEN's ComplEx default: the mean over rows of ``||x|| / sqrt(width)``).
-            Default 0 (the paper uses none).
+        regularization: weight of the penalty named by ``regularizer``. Default 0 (the
+            paper uses none).
+        regularizer: ``"l2"``: the mean over the rows a batch uses (negatives included) of
+            ``||x|| / sqrt(width)``, PyKEEN's ComplEx default; ``"n3"``: the sum of the cubed
+            component moduli of the positive's head, relation and tail rows (Lacroix et al.,
+            2018), which damps rarely seen entities more than frequent ones.
         loss: ``"sampled-softmax"`` or ``"full-softmax"``.
 
     Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
@@ -78,6 +81,7 @@ class JoBiModel(keras.Model):
         alpha: float = 0.5,
         loss: str = "sampled-softmax",
         regularization: float = 0.0,
+        regularizer: str = "l2",
         init: str = "table-glorot",
         **kwargs,
     ) -> None:
@@ -96,7 +100,10 @@ class JoBiModel(keras.Model):
         self.dim = dim
         self.joint = joint
         self.alpha = alpha
+        if regularizer not in ("l2", "n3"):
+            raise ValueError(f"regularizer must be 'l2' or 'n3'. Received: regularizer={regularizer!r}")
         self.regularization = regularization
+        self.regularizer = regularizer
         self.loss_kind = loss
         self.init = init
         ew, rw = self.scorer.entity_width(dim), self.scorer.relation_width(dim)
@@ -214,8 +221,14 @@ class JoBiModel(keras.Model):
         return self._with_penalty(out, rows)
 
     def _with_penalty(self, out: dict[str, tf.Tensor], rows: list[tf.Tensor]) -> dict[str, tf.Tensor]:
-        """Add ``penalty [B]``: mean over the rows an example uses of ``||x|| / sqrt(width)``."""
-        if self.regularization:
+        """Add ``penalty [B]``, the regularizer's value per example.
+
+        ``rows`` starts with the positive's head, tail and triple-relation rows ``[B, W]``;
+        sampled candidates ``[B, K, W]`` may follow (used by ``l2`` only).
+        """
+        if self.regularization and self.regularizer == "n3":
+            out["penalty"] = tf.add_n([self.scorer.cubed_norm(x) for x in rows[:3]])
+        elif self.regularization:
             norms = [tf.norm(x, axis=-1) / tf.sqrt(tf.cast(tf.shape(x)[-1], x.dtype)) for x in rows]
             flat = [n if n.shape.rank == 2 else n[:, None] for n in norms]
             out["penalty"] = tf.reduce_mean(tf.concat(flat, axis=1), axis=1)
@@ -264,6 +277,7 @@ class JoBiModel(keras.Model):
             "alpha": self.alpha,
             "loss": self.loss_kind,
             "regularization": self.regularization,
+            "regularizer": self.regularizer,
             "init": self.init,
             "name": self.name,
         }

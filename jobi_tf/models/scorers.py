@@ -47,6 +47,14 @@ class Scorer:
         """``[...]`` scores of triples given their rows."""
         return tf.reduce_sum(self.tail_query(h, r) * t, axis=-1)
 
+    def cubed_norm(self, x: tf.Tensor) -> tf.Tensor:
+        """``[...]`` sum of the cubed moduli of a row's components (the N3 penalty's term).
+
+        Real-valued models take absolute values; ComplEx overrides this with the modulus of
+        each complex component, as Lacroix et al. (2018) define N3.
+        """
+        return tf.reduce_sum(tf.abs(x) ** 3, axis=-1)
+
 
 class DistMult(Scorer):
     """``s = <h, r, t> = sum_i h_i r_i t_i`` (Yang et al., 2015); symmetric in h and t."""
@@ -88,6 +96,10 @@ class ComplEx(Scorer):
         t_re, t_im = tf.split(t, 2, axis=-1)
         # r * conj(t) as complex numbers, conjugated: <q, [h_re, h_im]> = Re(h r conj(t)).
         return tf.concat([r_re * t_re + r_im * t_im, r_re * t_im - r_im * t_re], axis=-1)
+
+    def cubed_norm(self, x: tf.Tensor) -> tf.Tensor:
+        x_re, x_im = tf.split(x, 2, axis=-1)
+        return tf.reduce_sum((x_re**2 + x_im**2) ** 1.5, axis=-1)
 
 
 class SimplE(Scorer):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from jobi_tf.config import ModelConfig
+from jobi_tf.config import ModelConfig, TrainConfig
 from jobi_tf.errors import ConfigError
 from jobi_tf.models import JoBiModel
 
@@ -220,3 +220,37 @@ def test_regularization_adds_the_mean_normalised_norm_of_the_rows_used():
     per_example = np.mean(np.concatenate([np.linalg.norm(r, axis=-1) for r in rows], 1), 1) / np.sqrt(6)
     expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 0.3 * per_example.mean()
     np.testing.assert_allclose(float(reg.compute_loss(x=x, y_pred=reg(x))), expected, rtol=1e-5)
+
+
+def _numpy_cubed_norm(model: str, x: np.ndarray) -> np.ndarray:
+    """N3's per-row term: ComplEx takes the modulus of each (real, imaginary) pair."""
+    if model == "complex":
+        re, im = np.split(x, 2, axis=-1)
+        return np.sum(np.hypot(re, im) ** 3, axis=-1)
+    return np.sum(np.abs(x) ** 3, axis=-1)
+
+
+@pytest.mark.parametrize("model", ["distmult", "complex", "simple"])
+@pytest.mark.parametrize("joint", [False, True])
+def test_n3_adds_the_cubed_moduli_of_the_positive_rows_only(model, joint):
+    x = _features(np.random.default_rng(6))
+    plain = JoBiModel(num_entities=12, num_relations=3, model=model, dim=6, joint=joint)
+    reg = JoBiModel(
+        num_entities=12, num_relations=3, model=model, dim=6, joint=joint, regularization=0.05, regularizer="n3"
+    )
+    for a, b in zip(reg.weights, plain.weights, strict=True):
+        a.assign(np.random.default_rng(7).normal(size=b.shape).astype("float32"))
+        b.assign(a)
+    ent, rel = plain.entity_embeddings.numpy(), plain.triple_relations.numpy()
+    t = x["triples"]
+    per_example = sum(_numpy_cubed_norm(model, rows) for rows in (ent[t[:, 0]], rel[t[:, 1]], ent[t[:, 2]]))
+    expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 0.05 * per_example.mean()
+    np.testing.assert_allclose(float(reg.compute_loss(x=x, y_pred=reg(x))), expected, rtol=1e-5)
+    assert JoBiModel.from_config(reg.get_config()).regularizer == "n3"
+
+
+def test_unknown_regularizer_is_refused():
+    with pytest.raises(ValueError, match="regularizer="):
+        JoBiModel(num_entities=3, num_relations=1, regularizer="l1")
+    with pytest.raises(ConfigError, match="--regularizer"):
+        TrainConfig(regularizer="l1")
