@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -185,3 +186,20 @@ def test_variant_axis_and_a_list_of_sub_grids():
         GridSpec(fixed={}, grid={"variant": ["jobi", "typecomplex"]})
     with pytest.raises(GridSpecError, match="share the folder"):  # folder names replace '/' by '_'
         GridSpec(fixed={}, grid={"data_dir": ["graphs/a", "graphs_a"]})
+
+
+GRIDS = sorted((Path(__file__).resolve().parents[1] / "bench" / "grids").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", GRIDS, ids=lambda p: p.stem)
+def test_every_committed_grid_spec_loads_into_distinct_cells(path):
+    cells = load_spec(path).cells()
+    assert cells and len({c.name for c in cells}) == len(cells)
+
+
+def test_the_two_curves_meet_at_batch_200_and_25_negatives():
+    """Figure 1's batch-200 cells are Figure 2's 25-negative cells: one run serves both."""
+    grids = {p.stem: load_spec(p).cells() for p in GRIDS if p.stem.startswith("curves-")}
+    by_batch = {c.variant: c.config for c in grids["curves-batch-fb15k-237"] if c.config.sampler.batch_size == 200}
+    by_neg = {c.variant: c.config for c in grids["curves-neg-fb15k-237"] if c.config.sampler.neg == 25}
+    assert by_batch == by_neg and len(by_batch) == 4
