@@ -16,6 +16,7 @@ import math
 import keras
 import tensorflow as tf
 
+from jobi_tf.config import REGULARIZERS
 from jobi_tf.losses import pair_loss, triple_loss
 from jobi_tf.models.scorers import get_scorer
 from jobi_tf.types import HEAD, RELATION, TAIL
@@ -100,8 +101,8 @@ class JoBiModel(keras.Model):
         self.dim = dim
         self.joint = joint
         self.alpha = alpha
-        if regularizer not in ("l2", "n3"):
-            raise ValueError(f"regularizer must be 'l2' or 'n3'. Received: regularizer={regularizer!r}")
+        if regularizer not in REGULARIZERS:
+            raise ValueError(f"regularizer must be one of {REGULARIZERS}. Received: regularizer={regularizer!r}")
         self.regularization = regularization
         self.regularizer = regularizer
         self.loss_kind = loss
