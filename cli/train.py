@@ -29,7 +29,7 @@ __all__ = ["train"]
 
 def _default_out(cfg: RunConfig) -> Path:
     source = cfg.data.dataset or Path(cfg.data.data_dir).name
-    kind = "jobi" if cfg.model.joint else "base"
+    kind = ("jobi" if cfg.model.joint else "base") + ("-reciprocal" if cfg.model.reciprocal else "")
     return Path("runs") / f"{source}-{cfg.model.model}-{kind}-p{cfg.sampler.p:g}-seed{cfg.seed}"
 
 
@@ -67,6 +67,12 @@ def _default_out(cfg: RunConfig) -> Path:
 )
 @click.option("--joint/--no-joint", default=False, show_default=True, help="Add JoBi's pair head.")
 @click.option("--alpha", type=float, default=0.5, show_default=True, help="Weight of the pair loss.")
+@click.option(
+    "--reciprocal/--no-reciprocal",
+    default=False,
+    show_default=True,
+    help="Give each relation an inverse and rank heads of (?, r, t) as tails of (t, r^-1, ?).",
+)
 @click.option(
     "--loss", type=click.Choice(["sampled-softmax", "full-softmax"]), default="sampled-softmax", show_default=True
 )
@@ -183,7 +189,13 @@ def train(ctx: click.Context, **flags) -> None:
             shared_negatives=flags["shared_negatives"],
             corrupt_side=flags["corrupt_side"],
         ),
-        model=ModelConfig(model=flags["model"], dim=flags["dim"], joint=flags["joint"], init=flags["init"]),
+        model=ModelConfig(
+            model=flags["model"],
+            dim=flags["dim"],
+            joint=flags["joint"],
+            init=flags["init"],
+            reciprocal=flags["reciprocal"],
+        ),
         train=TrainConfig(
             loss=flags["loss"],
             alpha=flags["alpha"],

@@ -137,12 +137,17 @@ class ModelConfig:
             (std ``sqrt(2 / (rows + width))``, as the paper's code); ``row-glorot`` uses
             ``N(0, 2 / width)`` per component (PyKEEN's ``xavier_normal``), much larger
             for big entity tables.
+        reciprocal: give each relation an inverse (a second row in every relation table)
+            and answer head queries ``(?, r, t)`` as tail queries ``(t, r⁻¹, ?)``, as
+            Lacroix et al. (2018) and LibKGE's tuned models do; needs one corrupted side
+            per positive (``corrupt_side="per-positive"``) or the full softmax.
     """
 
     model: str = "complex"
     dim: int = 200
     joint: bool = False
     init: str = "table-glorot"
+    reciprocal: bool = False
 
     def __post_init__(self) -> None:
         _choice("model", self.model, MODELS)
@@ -258,6 +263,14 @@ class RunConfig:
         _positive_int("seed", self.seed, 0)
         if self.train.loss == "full-softmax" and self.sampler.shared_negatives:
             raise ConfigError("shared_negatives", "has no meaning with --loss full-softmax")
+        if (
+            self.model.reciprocal
+            and self.train.loss == "sampled-softmax"
+            and self.sampler.corrupt_side != "per-positive"
+        ):
+            # A softmax mixing head and tail corruptions would compare scores of two
+            # different queries (forward and inverse relation) against one positive.
+            raise ConfigError("reciprocal", "needs --corrupt-side per-positive (or --loss full-softmax)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -134,11 +134,13 @@ class TripleScorerModule(tf.Module):
     Args:
         scorer: the bilinear scorer of the run.
         entity_embeddings: float32 ``(E, entity_width)``.
-        triple_relations: float32 ``(R, relation_width)``, the triple head's table.
+        triple_relations: float32 ``(R, relation_width)``, the triple head's table; ``(2R,
+            relation_width)`` with ``reciprocal`` (rows ``R..2R-1`` are the inverses).
         entity_vocab, relation_vocab: one-label-per-line files (line number = id); they
             become assets of the SavedModel.
         known_tails: training tails keyed by ``head * R + relation``, or None (no filter).
         known_heads: training heads keyed by ``tail * R + relation``, or None.
+        reciprocal: the model ranks heads of ``(?, r, t)`` as tails of ``(t, r⁻¹, ?)``.
     """
 
     def __init__(
@@ -150,10 +152,13 @@ class TripleScorerModule(tf.Module):
         relation_vocab: str,
         known_tails: CSR | None = None,
         known_heads: CSR | None = None,
+        reciprocal: bool = False,
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
-        self.num_entities, self.num_relations = len(entity_embeddings), len(triple_relations)
+        self._reciprocal = reciprocal
+        self.num_entities = len(entity_embeddings)
+        self.num_relations = len(triple_relations) // (2 if reciprocal else 1)
         self.entity_embeddings = tf.Variable(entity_embeddings, trainable=False, name="entity_embeddings")
         self.triple_relations = tf.Variable(triple_relations, trainable=False, name="triple_relations")
         self.entity_ids = _vocab_table(entity_vocab, self.num_entities, to_ids=True)
@@ -214,7 +219,10 @@ class TripleScorerModule(tf.Module):
         found = (r >= 0) & (t >= 0)
         r, t = self._safe(found, r), self._safe(found, t)
         entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
-        query = self._scorer.head_query(tf.gather(relations, r), tf.gather(entities, t))
+        if self._reciprocal:  # the same expressions as JoBiModel.head_queries
+            query = self._scorer.tail_query(tf.gather(entities, t), tf.gather(relations, r + self.num_relations))
+        else:
+            query = self._scorer.head_query(tf.gather(relations, r), tf.gather(entities, t))
         names, scores = self._top_k(entities, query, t * self.num_relations + r, self.known_heads, found, k)
         return {"heads": names, "scores": scores, "found": found}
 
@@ -285,7 +293,8 @@ def export_saved_model(
     base = Path(base_dir)
     entity_table = np.asarray(model.entity_embeddings.numpy(), np.float32)
     relation_table = np.asarray(model.triple_relations.numpy(), np.float32)
-    _check_inputs(entity_table, relation_table, entities, relations, cfg, train_triples)
+    reciprocal = bool(getattr(model, "reciprocal", False))
+    _check_inputs(entity_table, relation_table, entities, relations, cfg, train_triples, reciprocal)
     version = cfg.version if cfg.version is not None else _next_version(base)
     final = base / str(version)
     if final.exists() and not cfg.force:
@@ -296,6 +305,7 @@ def export_saved_model(
         "dim": model.dim,
         "num_entities": len(entities),
         "num_relations": len(relations),
+        "reciprocal": reciprocal,
         "filter_known": cfg.filter_known,
         "signatures": {"serving_default": "predict_tail", **{s: s for s in SIGNATURES}},
         **(metadata or {}),
@@ -313,6 +323,7 @@ def export_saved_model(
                 str(Path(vocab_dir) / "entities.txt"),
                 str(Path(vocab_dir) / "relations.txt"),
                 *known,
+                reciprocal=reciprocal,
             )
             signatures = {name: getattr(module, name) for name in SIGNATURES}
             signatures["serving_default"] = module.predict_tail
@@ -334,6 +345,7 @@ def _check_inputs(
     relations: Vocab,
     cfg: ExportConfig,
     train_triples: np.ndarray | None,
+    reciprocal: bool = False,
 ) -> None:
     for name, table in (("entity_embeddings", entity_table), ("triple_relations", relation_table)):
         if not np.all(np.isfinite(table)):
@@ -341,10 +353,11 @@ def _check_inputs(
                 f"{name}: {np.sum(~np.isfinite(table))} non-finite weights (NaN/Inf): the run diverged; "
                 "nothing exported (retrain, e.g. with a lower --lr)"
             )
-    if len(entities) != len(entity_table) or len(relations) != len(relation_table):
+    relation_rows = len(relations) * (2 if reciprocal else 1)  # a reciprocal model adds the inverses
+    if len(entities) != len(entity_table) or relation_rows != len(relation_table):
         raise ExportError(
             f"vocabularies ({len(entities)} entities, {len(relations)} relations) do not match the tables "
-            f"({len(entity_table)}, {len(relation_table)} rows)"
+            f"({len(entity_table)}, {len(relation_table)} rows{', reciprocal' if reciprocal else ''})"
         )
     if cfg.filter_known and train_triples is None:
         raise ExportError("filter_known needs the training triples (train_triples)")

@@ -72,6 +72,7 @@ def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
         regularization=cfg.train.regularization,
         regularizer=cfg.train.regularizer,
         init=cfg.model.init,
+        reciprocal=cfg.model.reciprocal,
         name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
     )
 
@@ -259,6 +260,7 @@ def hparams_of(cfg: RunConfig) -> dict[str, object]:
         "variant": variant_name(cfg.model.joint, cfg.sampler.p),
         "dim": cfg.model.dim,
         "joint": cfg.model.joint,
+        "reciprocal": cfg.model.reciprocal,
         "p": cfg.sampler.p,
         "alpha": cfg.train.alpha,
         "batch_size": cfg.sampler.batch_size,
@@ -436,7 +438,7 @@ def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
     table for Adam, one for Adagrad), float32.
     """
     scorer = get_scorer(cfg.model.model)
-    relation_tables = 2 if cfg.model.joint else 1
+    relation_tables = (2 if cfg.model.joint else 1) * (2 if cfg.model.reciprocal else 1)
     floats = index.num_entities * scorer.entity_width(cfg.model.dim)
     floats += relation_tables * index.num_relations * scorer.relation_width(cfg.model.dim)
     slots = 1 if cfg.train.optimizer == "adagrad" else 2

@@ -96,7 +96,8 @@ EXPORT_RELATIONS = ["is-capital-of", "is-located-in", "borders", "related to"]
 
 @pytest.fixture(scope="session")
 def random_export(tmp_path_factory):
-    """``make(model="complex", filter_known=False) -> RandomExport``, each built once per session.
+    """``make(model="complex", filter_known=False, reciprocal=False) -> RandomExport``, each built once
+    per session.
 
     The model is joint (it has a pair head), so tests can check that the pair head is left out.
     """
@@ -105,25 +106,33 @@ def random_export(tmp_path_factory):
     from jobi_tf.export import export_saved_model
     from jobi_tf.models import JoBiModel
 
-    built: dict[tuple[str, bool], RandomExport] = {}
+    built: dict[tuple[str, bool, bool], RandomExport] = {}
 
-    def make(model: str = "complex", filter_known: bool = False) -> RandomExport:
-        if (model, filter_known) not in built:
+    def make(model: str = "complex", filter_known: bool = False, reciprocal: bool = False) -> RandomExport:
+        if (model, filter_known, reciprocal) not in built:
             rng = np.random.default_rng(11)
             entities, relations = Vocab.from_labels(EXPORT_ENTITIES), Vocab.from_labels(EXPORT_RELATIONS)
-            jobi = JoBiModel(num_entities=len(entities), num_relations=len(relations), model=model, dim=5, joint=True)
+            jobi = JoBiModel(
+                num_entities=len(entities),
+                num_relations=len(relations),
+                model=model,
+                dim=5,
+                joint=True,
+                reciprocal=reciprocal,
+            )
             for var in (jobi.entity_embeddings, jobi.triple_relations, jobi.pair_relations):
                 var.assign(rng.normal(size=var.shape).astype(np.float32))
             e, r = len(entities), len(relations)
             train = np.unique(
                 np.stack([rng.integers(e, size=60), rng.integers(r, size=60), rng.integers(e, size=60)], 1), axis=0
             )
-            base = tmp_path_factory.mktemp(f"export-{model}-{'filtered' if filter_known else 'raw'}")
+            kind = ("filtered" if filter_known else "raw") + ("-reciprocal" if reciprocal else "")
+            base = tmp_path_factory.mktemp(f"export-{model}-{kind}")
             result = export_saved_model(
                 jobi, entities, relations, base, ExportConfig(filter_known=filter_known), train_triples=train
             )
-            built[model, filter_known] = RandomExport(result.path, jobi, entities, relations, train.astype(np.int32))
-        return built[model, filter_known]
+            built[model, filter_known, reciprocal] = RandomExport(result.path, jobi, entities, relations, train.astype(np.int32))
+        return built[model, filter_known, reciprocal]
 
     return make
 

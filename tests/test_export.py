@@ -106,6 +106,41 @@ def test_top_k_equals_numpy_top_k_and_the_score_of_the_returned_triples(model, r
     )
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_a_reciprocal_export_ranks_heads_with_the_inverse_relation(model, random_export):
+    """Tails and scores come from the forward rows, heads from the inverse rows ``R..2R-1``:
+    ``predict_head(r, t)`` ranks ``h`` by ``s(t, r⁻¹, h)``, filtered by the known heads."""
+    export = random_export(model, filter_known=True, reciprocal=True)
+    ent, rel = _tables(export)
+    r_count = len(export.relations)
+    assert rel.shape[0] == 2 * r_count
+    forward = _numpy_all_scores(model, ent, rel[:r_count])  # [h, r, t]
+    inverse = _numpy_all_scores(model, ent, rel[r_count:])  # [t, r, h]: the inverse's tails are heads
+    train = export.train
+    relations, tails = np.array([0, 1, 2, 3]), np.array([train[0, 2], 5, 11, 29])
+    k = 6
+    out = _call(
+        export, "predict_head", relation=export.relations.decode(relations), tail=export.entities.decode(tails), k=k
+    )
+    for row, (r, t) in enumerate(zip(relations, tails, strict=True)):
+        scores = inverse[t, r].copy()
+        scores[train[(train[:, 2] == t) & (train[:, 1] == r), 0]] = -np.inf
+        expected = np.argsort(-scores, kind="stable")[:k]
+        np.testing.assert_array_equal(_text(out["heads"][row]), export.entities.decode(expected))
+        np.testing.assert_allclose(out["scores"][row], scores[expected], atol=1e-5)
+    ids = train[:5]
+    out = _call(
+        export,
+        "score",
+        head=export.entities.decode(ids[:, 0]),
+        relation=export.relations.decode(ids[:, 1]),
+        tail=export.entities.decode(ids[:, 2]),
+    )
+    np.testing.assert_allclose(out["score"], forward[ids[:, 0], ids[:, 1], ids[:, 2]], rtol=1e-5, atol=1e-5)
+    info = json.loads((export.path / "assets.extra" / "jobi_tf.json").read_text())
+    assert info["reciprocal"] is True and info["num_relations"] == r_count
+
+
 def test_filter_known_ranks_training_facts_last(random_export):
     raw, filtered = random_export("complex"), random_export("complex", filter_known=True)
     everything = _numpy_all_scores("complex", *_tables(filtered))

@@ -56,6 +56,10 @@ class JoBiModel(keras.Model):
             component moduli of the positive's head, relation and tail rows (Lacroix et al.,
             2018), which damps rarely seen entities more than frequent ones.
         loss: ``"sampled-softmax"`` or ``"full-softmax"``.
+        reciprocal: each relation table gets ``2 * num_relations`` rows, row ``r +
+            num_relations`` being ``r``'s inverse, and a head query ``(?, r, t)`` is scored
+            as the tail query ``(t, r⁻¹, ?)`` (Lacroix et al., 2018). Sampled softmax then
+            needs ``positive_corrupt_tail``: a softmax must rank the answers of one query.
 
     Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
     sampled softmax, ``candidates [B, K_b]``, ``corrupt_tail [B, K_b]``, optional
@@ -84,6 +88,7 @@ class JoBiModel(keras.Model):
         regularization: float = 0.0,
         regularizer: str = "l2",
         init: str = "table-glorot",
+        reciprocal: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -107,15 +112,17 @@ class JoBiModel(keras.Model):
         self.regularizer = regularizer
         self.loss_kind = loss
         self.init = init
+        self.reciprocal = reciprocal
+        rows = num_relations * (2 if reciprocal else 1)
         ew, rw = self.scorer.entity_width(dim), self.scorer.relation_width(dim)
         self.entity_embeddings = self.add_weight(
             shape=(num_entities, ew), initializer=_initializer(init, ew), name="entity_embeddings"
         )
         self.triple_relations = self.add_weight(
-            shape=(num_relations, rw), initializer=_initializer(init, rw), name="triple_relations"
+            shape=(rows, rw), initializer=_initializer(init, rw), name="triple_relations"
         )
         self.pair_relations = (
-            self.add_weight(shape=(num_relations, rw), initializer=_initializer(init, rw), name="pair_relations")
+            self.add_weight(shape=(rows, rw), initializer=_initializer(init, rw), name="pair_relations")
             if joint
             else None
         )
@@ -153,44 +160,68 @@ class JoBiModel(keras.Model):
         return self.scorer.tail_query(_rows(self.entity_embeddings, heads), _rows(self.triple_relations, relations))
 
     def head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
-        """``[B, W]`` queries whose dot with ``entity_embeddings[h]`` is ``s_tri(h, r, t)``."""
-        return self.scorer.head_query(_rows(self.triple_relations, relations), _rows(self.entity_embeddings, tails))
+        """``[B, W]`` queries whose dot with ``entity_embeddings[h]`` scores ``h`` as the head:
+        ``s_tri(h, r, t)``, or with ``reciprocal`` ``s_tri(t, r⁻¹, h)``."""
+        tails = _rows(self.entity_embeddings, tails)
+        if self.reciprocal:
+            return self.scorer.tail_query(tails, _rows(self.triple_relations, self._inverse(relations)))
+        return self.scorer.head_query(_rows(self.triple_relations, relations), tails)
+
+    def _inverse(self, relations: tf.Tensor) -> tf.Tensor:
+        """Row ids of the inverse relations (``reciprocal`` only)."""
+        return relations + tf.constant(self.num_relations, relations.dtype)
 
     def score_triples(self, triples: tf.Tensor) -> tf.Tensor:
-        """``[B]`` triple-head scores of int ``[B, 3]`` triples."""
+        """``[B]`` triple-head scores of int ``[B, 3]`` triples (the forward relation's, with
+        ``reciprocal``: what ranks tails)."""
         return tf.reduce_sum(
             self.tail_queries(triples[:, HEAD], triples[:, RELATION]) * _rows(self.entity_embeddings, triples[:, TAIL]),
             axis=-1,
         )
 
     # -- training ------------------------------------------------------------------------
-    def _queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+    def _queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
         """Head and tail queries of every head in use, stacked: ``[B, S, W]`` twice.
 
-        S is 1 (triple head) or 2 (triple and pair heads). Also returns the rows used
-        (for the regularizer).
+        S is 1 (triple head) or 2 (triple and pair heads). Also returns the positive's rows
+        ``head``, ``tail``, ``relation`` (triple head) and, with ``reciprocal``, ``inverse``
+        (for the score of the positive and the regularizer).
         """
         h = _rows(self.entity_embeddings, triples[:, HEAD])
         t = _rows(self.entity_embeddings, triples[:, TAIL])
         tables = [self.triple_relations] + ([self.pair_relations] if self.joint else [])
         rels = [_rows(table, triples[:, RELATION]) for table in tables]
-        head_q = tf.stack([self.scorer.head_query(r, t) for r in rels], axis=1)
         tail_q = tf.stack([self.scorer.tail_query(h, r) for r in rels], axis=1)
-        return head_q, tail_q, [h, t, rels[0]]
+        rows = {"head": h, "tail": t, "relation": rels[0]}
+        if self.reciprocal:
+            inverse = [_rows(table, self._inverse(triples[:, RELATION])) for table in tables]
+            head_q = tf.stack([self.scorer.tail_query(t, r) for r in inverse], axis=1)
+            rows["inverse"] = inverse[0]
+        else:
+            head_q = tf.stack([self.scorer.head_query(r, t) for r in rels], axis=1)
+        return head_q, tail_q, rows
 
     def call(self, features: dict[str, tf.Tensor], training: bool = False) -> dict[str, tf.Tensor]:
         triples = features["triples"]
         head_q, tail_q, rows = self._queries(triples)  # [B, S, W]
         if self.loss_kind == "full-softmax":
             out = self._full_softmax_logits(head_q, tail_q)
-            return self._with_penalty(out, rows)
+            return self._with_penalty(out, list(rows.values()))
 
-        pos = tf.reduce_sum(tail_q * rows[1][:, None, :], -1)  # [B, S]; rows[1] is the tails' rows
+        pos = tf.reduce_sum(tail_q * rows["tail"][:, None, :], -1)  # [B, S]
         # With one corrupted side per positive, pick that side's query once and score every
         # candidate with it; otherwise score each candidate both ways and select per candidate.
         one_side = features.get("positive_corrupt_tail")
         if one_side is not None:
             query = tf.where(one_side[:, None, None], tail_q, head_q)
+        positive_rows = [rows["head"], rows["tail"], rows["relation"]]
+        if self.reciprocal:
+            if one_side is None:
+                raise ValueError("a reciprocal model needs `positive_corrupt_tail` (one corrupted side per positive)")
+            # A head corruption is ranked by the inverse query, the positive included.
+            pos = tf.reduce_sum(query * tf.where(one_side[:, None], rows["tail"], rows["head"])[:, None, :], -1)
+            positive_rows[2] = tf.where(one_side[:, None], rows["relation"], rows["inverse"])
+        candidate_rows = []
         parts = []
         if "candidates" in features:
             cand = _rows(self.entity_embeddings, features["candidates"])  # [B, K_b, W]
@@ -200,7 +231,7 @@ class JoBiModel(keras.Model):
                 by_head = tf.einsum("bsw,bkw->bsk", head_q, cand)
                 by_tail = tf.einsum("bsw,bkw->bsk", tail_q, cand)
                 parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
-            rows.append(cand)
+            candidate_rows.append(cand)
         if "shared_candidates" in features:
             shared = _rows(self.entity_embeddings, features["shared_candidates"])  # [G, K_u, W]
             groups = tf.shape(shared)[0]
@@ -219,16 +250,19 @@ class JoBiModel(keras.Model):
         out = {"triple": tf.where(valid, logits[:, 0], _MASKED_LOGIT)}
         if self.joint:
             out["pair"] = logits[:, 1]
-        return self._with_penalty(out, rows)
+        return self._with_penalty(out, positive_rows, candidate_rows)
 
-    def _with_penalty(self, out: dict[str, tf.Tensor], rows: list[tf.Tensor]) -> dict[str, tf.Tensor]:
+    def _with_penalty(
+        self, out: dict[str, tf.Tensor], positive_rows: list[tf.Tensor], candidate_rows: list[tf.Tensor] = ()
+    ) -> dict[str, tf.Tensor]:
         """Add ``penalty [B]``, the regularizer's value per example.
 
-        ``rows`` starts with the positive's head, tail and triple-relation rows ``[B, W]``;
-        sampled candidates ``[B, K, W]`` may follow (used by ``l2`` only).
+        ``positive_rows`` are the positive's head, tail and the relation rows it was scored
+        with ``[B, W]``; ``candidate_rows`` the sampled candidates ``[B, K, W]`` (``l2`` only).
         """
+        rows = [*positive_rows, *candidate_rows]
         if self.regularization and self.regularizer == "n3":
-            out["penalty"] = tf.add_n([self.scorer.cubed_norm(x) for x in rows[:3]])
+            out["penalty"] = tf.add_n([self.scorer.cubed_norm(x) for x in positive_rows])
         elif self.regularization:
             norms = [tf.norm(x, axis=-1) / tf.sqrt(tf.cast(tf.shape(x)[-1], x.dtype)) for x in rows]
             flat = [n if n.shape.rank == 2 else n[:, None] for n in norms]
@@ -280,6 +314,7 @@ class JoBiModel(keras.Model):
             "regularization": self.regularization,
             "regularizer": self.regularizer,
             "init": self.init,
+            "reciprocal": self.reciprocal,
             "name": self.name,
         }
 

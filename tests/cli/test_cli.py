@@ -87,6 +87,30 @@ def test_train_then_evaluate(tmp_path):
     assert "head" not in tails and tails["count"] == metrics["tail"]["count"]
 
 
+def test_reciprocal_train_evaluate_and_export(tmp_path):
+    runner = CliRunner()
+    run = str(tmp_path / "run")
+    result = runner.invoke(main, ["-q", "train", "--joint", "--p", "0.3", "--reciprocal", *SMALL, "--out", run])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["reciprocal"] is True
+    metrics = json.loads(runner.invoke(main, ["-q", "evaluate", run, "--split", "test"]).stdout)
+    assert {"head", "tail"} <= set(metrics) and 0 < metrics["head"]["mrr"] <= 1
+    result = runner.invoke(main, ["-q", "export", run, "--out", str(tmp_path / "export")])
+    assert result.exit_code == 0, result.output
+    info = json.loads((tmp_path / "export" / "1" / "assets.extra" / "jobi_tf.json").read_text())
+    assert info["reciprocal"] is True and info["num_relations"] == 3
+    # The same folder without --reciprocal is another run: refused, naming the difference.
+    result = runner.invoke(main, ["-q", "train", "--joint", "--p", "0.3", *SMALL, "--out", run])
+    assert result.exit_code != 0 and "model.reciprocal was True, now False" in result.output
+
+
+def test_reciprocal_with_a_coin_per_negative_is_refused(tmp_path):
+    args = ["train", "--reciprocal", "--corrupt-side", "per-negative", "--out", str(tmp_path / "run")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "--reciprocal" in result.output and "per-positive" in result.output
+    assert not (tmp_path / "run").exists()
+
+
 def test_evaluate_on_a_folder_that_is_not_a_run(tmp_path):
     result = CliRunner().invoke(main, ["evaluate", str(tmp_path)])
     assert result.exit_code == 1 and "not a run folder" in result.output

@@ -254,3 +254,111 @@ def test_unknown_regularizer_is_refused():
         JoBiModel(num_entities=3, num_relations=1, regularizer="l1")
     with pytest.raises(ConfigError, match="--regularizer"):
         TrainConfig(regularizer="l1")
+
+
+def _numpy_score(model: str, a: np.ndarray, rel: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``s(a, rel, b)`` over the last axis, from the papers' formulas (broadcasting)."""
+    if model == "distmult":
+        return np.sum(a * rel * b, -1)
+    d = a.shape[-1] // 2
+    if model == "complex":  # Re(<a, rel, conj(b)>)
+        a_c, r_c, b_c = (x[..., :d] + 1j * x[..., d:] for x in (a, rel, b))
+        return np.real(np.sum(a_c * r_c * np.conj(b_c), -1))
+    # SimplE: (<a_head, r, b_tail> + <b_head, r_inv, a_tail>) / 2
+    return 0.5 * (np.sum(a[..., :d] * rel[..., :d] * b[..., d:], -1) + np.sum(b[..., :d] * rel[..., d:] * a[..., d:], -1))
+
+
+def _reciprocal_features(rng, b=6, k=5):
+    x = _features(rng, b=b, k=k)
+    side = rng.random(b) < 0.5
+    side[:2] = [True, False]  # both sides present
+    x["corrupt_tail"] = np.repeat(side[:, None], k, 1)
+    x["positive_corrupt_tail"] = side
+    replaced = np.where(x["corrupt_tail"], x["triples"][:, 2:3], x["triples"][:, 0:1])
+    x["valid_negative"] = x["candidates"] != replaced
+    return x
+
+
+@pytest.mark.parametrize("model", ["distmult", "complex", "simple"])
+def test_reciprocal_ranks_a_head_corruption_with_the_inverse_relation(model):
+    """Tail side: ``s(h, r, ·)``; head side: ``s(t, r⁻¹, ·)`` for the positive and every candidate,
+    in both heads, with the inverse of ``r`` at row ``r + R`` of each relation table."""
+    rng = np.random.default_rng(8)
+    x = _reciprocal_features(rng)
+    m = JoBiModel(num_entities=12, num_relations=3, model=model, dim=4, joint=True, reciprocal=True)
+    assert m.triple_relations.shape[0] == m.pair_relations.shape[0] == 6
+    out = m(x)
+    ent = m.entity_embeddings.numpy()
+    h, r, t = (x["triples"][:, i] for i in range(3))
+    tail_side = x["positive_corrupt_tail"][:, None, None]
+    for key, table in (("triple", m.triple_relations), ("pair", m.pair_relations)):
+        rel = table.numpy()
+        known = np.where(tail_side, ent[h][:, None], ent[t][:, None])  # [B, 1, W]
+        relation = np.where(tail_side, rel[r][:, None], rel[r + 3][:, None])
+        answer = np.where(tail_side[:, 0], ent[t], ent[h])[:, None]
+        expected = np.concatenate(
+            [_numpy_score(model, known, relation, answer), _numpy_score(model, known, relation, ent[x["candidates"]])],
+            axis=1,
+        )
+        valid = np.concatenate([np.ones((len(h), 1), bool), x["valid_negative"]], 1)
+        np.testing.assert_allclose(out[key].numpy()[valid], expected[valid], rtol=1e-5, atol=1e-5)
+    # Evaluation's head queries are the inverse relation's tail queries.
+    every = np.arange(12)
+    scores = m.head_queries(tf.constant(r), tf.constant(t)).numpy() @ ent.T
+    want = _numpy_score(model, ent[t][:, None], m.triple_relations.numpy()[r + 3][:, None], ent[every][None])
+    np.testing.assert_allclose(scores, want, rtol=1e-5, atol=1e-5)
+    assert JoBiModel.from_config(m.get_config()).reciprocal
+
+
+def test_reciprocal_sampled_softmax_needs_one_side_per_positive():
+    x = _reciprocal_features(np.random.default_rng(9))
+    del x["positive_corrupt_tail"]
+    m = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, reciprocal=True)
+    with pytest.raises(ValueError, match="positive_corrupt_tail"):
+        m(x)
+    from jobi_tf.config import RunConfig, SamplerConfig
+
+    with pytest.raises(ConfigError, match="--reciprocal.*per-positive"):
+        RunConfig(sampler=SamplerConfig(corrupt_side="per-negative"), model=ModelConfig(reciprocal=True))
+    RunConfig(  # the full softmax scores both queries separately: any side setting is fine
+        sampler=SamplerConfig(corrupt_side="per-negative"),
+        model=ModelConfig(reciprocal=True),
+        train=TrainConfig(loss="full-softmax"),
+    )
+
+
+def test_reciprocal_full_softmax_scores_heads_with_the_inverse_relation():
+    x = _features(np.random.default_rng(10))
+    m = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, loss="full-softmax", reciprocal=True)
+    out = m({"triples": x["triples"]})
+    ent, rel = m.entity_embeddings.numpy(), m.triple_relations.numpy()
+    h, r, t = (x["triples"][:, i] for i in range(3))
+    np.testing.assert_allclose(
+        out["triple_tail"].numpy(), _numpy_score("complex", (ent[h] * 1)[:, None], rel[r][:, None], ent[None]), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        out["triple_head"].numpy(), _numpy_score("complex", ent[t][:, None], rel[r + 3][:, None], ent[None]), atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("loss", ["sampled-softmax", "full-softmax"])
+def test_reciprocal_n3_penalises_the_relation_rows_the_positive_was_scored_with(loss):
+    """Sampled: the forward row for a tail corruption, the inverse for a head one; full
+    softmax scores both queries, so both rows."""
+    x = _reciprocal_features(np.random.default_rng(11))
+    if loss == "full-softmax":
+        x = {"triples": x["triples"], "positive_corrupt_tail": x["positive_corrupt_tail"]}
+    kw = dict(num_entities=12, num_relations=3, model="complex", dim=4, reciprocal=True, loss=loss)
+    plain, reg = JoBiModel(**kw), JoBiModel(**kw, regularization=0.05, regularizer="n3")
+    for a, b in zip(reg.weights, plain.weights, strict=True):
+        a.assign(b)
+    ent, rel = plain.entity_embeddings.numpy(), plain.triple_relations.numpy()
+    h, r, t = (x["triples"][:, i] for i in range(3))
+    side = x["positive_corrupt_tail"][:, None]
+    if loss == "full-softmax":
+        relation_terms = _numpy_cubed_norm("complex", rel[r]) + _numpy_cubed_norm("complex", rel[r + 3])
+    else:
+        relation_terms = _numpy_cubed_norm("complex", np.where(side, rel[r], rel[r + 3]))
+    per_example = _numpy_cubed_norm("complex", ent[h]) + _numpy_cubed_norm("complex", ent[t]) + relation_terms
+    expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 0.05 * per_example.mean()
+    np.testing.assert_allclose(float(reg.compute_loss(x=x, y_pred=reg(x))), expected, rtol=1e-5)
