@@ -253,14 +253,14 @@ class JoBiModel(keras.Model):
         return self._with_penalty(out, positive_rows, candidate_rows)
 
     def _with_penalty(
-        self, out: dict[str, tf.Tensor], positive_rows: list[tf.Tensor], candidate_rows: list[tf.Tensor] = ()
+        self, out: dict[str, tf.Tensor], positive_rows: list[tf.Tensor], candidate_rows: list[tf.Tensor] | None = None
     ) -> dict[str, tf.Tensor]:
         """Add ``penalty [B]``, the regularizer's value per example.
 
         ``positive_rows`` are the positive's head, tail and the relation rows it was scored
         with ``[B, W]``; ``candidate_rows`` the sampled candidates ``[B, K, W]`` (``l2`` only).
         """
-        rows = [*positive_rows, *candidate_rows]
+        rows = [*positive_rows, *(candidate_rows or [])]
         if self.regularization and self.regularizer == "n3":
             out["penalty"] = tf.add_n([self.scorer.cubed_norm(x) for x in positive_rows])
         elif self.regularization:

@@ -334,7 +334,7 @@ def test_reciprocal_full_softmax_scores_heads_with_the_inverse_relation():
     ent, rel = m.entity_embeddings.numpy(), m.triple_relations.numpy()
     h, r, t = (x["triples"][:, i] for i in range(3))
     np.testing.assert_allclose(
-        out["triple_tail"].numpy(), _numpy_score("complex", (ent[h] * 1)[:, None], rel[r][:, None], ent[None]), atol=1e-5
+        out["triple_tail"].numpy(), _numpy_score("complex", ent[h][:, None], rel[r][:, None], ent[None]), atol=1e-5
     )
     np.testing.assert_allclose(
         out["triple_head"].numpy(), _numpy_score("complex", ent[t][:, None], rel[r + 3][:, None], ent[None]), atol=1e-5
