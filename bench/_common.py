@@ -1,4 +1,8 @@
-"""Helpers shared by the benchmark scripts (not part of the library)."""
+"""Helpers shared by the benchmark scripts (not part of the library).
+
+Importing this module imports ``jobi_tf`` first, so every benchmark runs TensorFlow with the
+library's default pooled CPU allocator (`jobi_tf.runtime`), as ``jobi-tf`` does.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,14 @@ import os
 import resource
 import sys
 from pathlib import Path
+
+import jobi_tf  # noqa: F401  (sets the allocator default before TensorFlow starts)
+from _steady import Usage, summary, window_rates  # noqa: F401  (re-exported for the scripts)
+
+from jobi_tf.runtime import ALLOCATOR_VARIABLE, pooled_cpu_allocator_requested
+
+#: A measured part fails its check when the kernel took more than this share of user CPU time.
+MAX_SYSTEM_SHARE = 0.10
 
 
 def data_dir(name: str, given: str | None) -> Path:
@@ -23,6 +35,21 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+def kernel_check(usages: dict[str, Usage]) -> dict:
+    """``{"ok", "max_system_share", "worst"}``: every measured part within `MAX_SYSTEM_SHARE`."""
+    worst = max(usages, key=lambda k: usages[k].system_share)
+    share = usages[worst].system_share
+    return {
+        "ok": share <= MAX_SYSTEM_SHARE,
+        "limit": MAX_SYSTEM_SHARE,
+        "max_system_share": round(share, 3),
+        "worst": worst,
+        "allocator": "bfc" if pooled_cpu_allocator_requested() else f"default ({ALLOCATOR_VARIABLE} off)",
+    }
+
+
 def emit(record: dict) -> None:
-    """The one JSON line a benchmark prints on stdout."""
+    """The one JSON line a benchmark prints on stdout; exits 1 if its kernel-time check failed."""
     print(json.dumps(record), flush=True)
+    if not record.get("kernel_check", {}).get("ok", True):
+        sys.exit(1)

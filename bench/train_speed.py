@@ -1,17 +1,23 @@
-"""Training throughput of jobi-tf (positive triples per second), with references from the same run.
+"""Training throughput of jobi-tf (positive triples per second), against PyKEEN in the same run.
 
 Steps:
-1. Load FB15k-237; for each configuration (batch × negatives × negative mode) train
-   ComplEx dim 200, joint, p 0.3, through the real pipeline (tf.data sampler → Keras fit)
-   for ``--steps`` steps, ``--repeats`` times, after a warm-up; keep the median.
-2. Reference A, in this process: a hand-written plain-TF step (per-triple negatives
-   gathered as a [batch, negatives, 400] block, XLA on), the prototype the project started from.
-   It does the baseline's work (no pair head), so it is compared with our baseline configuration.
-3. Reference B (with ``--peer-python``): PyKEEN's sLCWA loop, measured by
-   ``bench/peer_pykeen.py`` in its own virtualenv, interleaved with ours.
-4. Print one JSON line with every median and the ratios.
+1. Load FB15k-237. For each configuration (batch × negatives × negative mode) train ComplEx
+   dim 200 through the real pipeline (tf.data sampler → `JoBiModel` → Keras ``fit``, Adam, XLA)
+   for ``--epochs`` full epochs, with a timestamp after every batch.
+2. Steady state, measured the same way for every system (`bench/_steady.py`): the first
+   10,000 positives are warm-up (XLA compiles there), the rest is cut into windows of 75,000
+   positives; the median window rate is reported. CPU user/system seconds and minor page
+   faults of each configuration's ``fit`` are reported beside it.
+3. With ``--peer-python``, PyKEEN's sLCWA loop (`bench/peer_pykeen.py`, in its own
+   virtualenv) is measured the same way, at 500 × 50 before the 500 × 50 configurations and
+   at 1000 × 100 before the 1000 × 100 ones, so each ratio compares the same batch and
+   negatives measured minutes apart; ``--rounds`` repeats the whole interleaved sequence.
+4. Reference A, in this process: a hand-written plain-TF step (per-triple negatives, XLA), the
+   prototype the project started from, compared with our baseline configuration.
+5. One JSON line; exit status 1 if any configuration spent more than 10% of its user CPU time
+   in the kernel (the allocator check).
 
-Run:  python bench/train_speed.py --data-dir ../shared/datasets/fb15k-237 \
+Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/train_speed.py \
           --peer-python /path/to/benchvenv/bin/python
 """
 
@@ -27,42 +33,43 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, data_dir, emit, kernel_check, peak_rss_gib, summary, window_rates  # noqa: E402, I001
+from _clocks import BatchClock  # noqa: E402
+
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import data_dir, emit, peak_rss_gib  # noqa: E402
 
 from jobi_tf.config import SamplerConfig  # noqa: E402
 from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
-from jobi_tf.sampling import make_train_dataset  # noqa: E402
+from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
 
 
-class _EpochClock(keras.callbacks.Callback):
-    """Wall time of each epoch inside one ``fit`` (one iterator, no per-call start-up)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seconds: list[float] = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(time.perf_counter() - self._start)
+# name, batch, negatives, shared chunk, joint (and p 0.3), corrupt side
+CONFIGS = [
+    ("per-triple 500x50", 500, 50, 0, True, "per-positive"),
+    ("per-triple baseline (no joint, p 0) 500x50", 500, 50, 0, False, "per-positive"),
+    ("per-triple per-negative-side 500x50", 500, 50, 0, True, "per-negative"),
+    ("shared 1000x100", 1000, 100, 1000, True, "per-positive"),
+    ("per-triple 1000x100", 1000, 100, 0, True, "per-positive"),
+    ("shared per-negative-side 1000x100", 1000, 100, 1000, True, "per-negative"),
+]
 
 
-def ours(index, batch, neg, shared, steps, repeats, joint=True, side="per-positive", seed=0) -> list[float]:
-    """Steady-state rate of the real pipeline: one ``fit`` of 1 + repeats epochs of ``steps`` steps."""
+def ours(index, batch, neg, shared, epochs, joint=True, side="per-positive", seed=0) -> tuple[list[float], Usage]:
+    """Window rates of the real pipeline over ``epochs`` full epochs, and the CPU usage of the ``fit``."""
     cfg = SamplerConfig(batch_size=batch, neg=neg, p=0.3 if joint else 0.0, shared_negatives=shared, corrupt_side=side)
     ds = make_train_dataset(index, cfg, seed=seed)
     model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=200, joint=joint)
     model.compile(optimizer=keras.optimizers.Adam(0.001), jit_compile=True)
-    clock = _EpochClock()
-    model.fit(ds, epochs=repeats + 1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[clock])
-    return [steps * batch / s for s in clock.seconds[1:]]  # the first epoch compiles
+    clock = BatchClock()
+    with Usage() as used:
+        start = time.perf_counter()
+        model.fit(ds, epochs=epochs, steps_per_epoch=steps_per_epoch(index, batch), verbose=0, shuffle=False,
+                  callbacks=[clock])
+    return window_rates(clock.ends, start, batch), used
 
 
 def plain_tf(index, batch, neg, steps, repeats) -> list[float]:
@@ -106,80 +113,72 @@ def plain_tf(index, batch, neg, steps, repeats) -> list[float]:
     return rates
 
 
-def pykeen(python: str, folder: Path, batch: int, neg: int, triples: int) -> float:
+def pykeen(python: str, folder: Path, batch: int, neg: int, epochs: int) -> dict:
     script = Path(__file__).parent / "peer_pykeen.py"
-    out = subprocess.run(
-        [
-            python,
-            str(script),
-            "--data-dir",
-            str(folder),
-            "--batch-size",
-            str(batch),
-            "--neg",
-            str(neg),
-            "--triples",
-            str(triples),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])["value"]
+    command = [python, str(script), "--data-dir", str(folder), "--batch-size", str(batch), "--neg", str(neg)]
+    out = subprocess.run([*command, "--epochs", str(epochs)], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir")
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--shared", type=int, default=1000, help="chunk C of the shared-negatives configuration")
-    parser.add_argument("--peer-python", help="python of a virtualenv with PyKEEN (reference B)")
-    parser.add_argument("--peer-triples", type=int, default=50000, help="training triples per PyKEEN repeat")
+    parser.add_argument("--epochs", type=int, default=1, help="full epochs per measurement, ours and the peer's")
+    parser.add_argument("--rounds", type=int, default=1, help="repeats of the interleaved sequence")
+    parser.add_argument("--only", nargs="*", help="names of configurations to run (default: all)")
+    parser.add_argument("--peer-python", help="python of a virtualenv with PyKEEN")
     args = parser.parse_args()
     folder = data_dir("fb15k-237", args.data_dir)
     _, _, index = build_index(read_split_folder(folder), "fb15k-237")
+    configs = [c for c in CONFIGS if not args.only or c[0] in args.only]
 
-    # Default side (one head-or-tail coin per positive) unless the name says per-negative.
-    configs = [
-        ("per-triple", 500, 50, 0, True),
-        ("per-triple", 1000, 100, 0, True),
-        ("shared", 1000, 100, args.shared, True),
-        ("per-triple per-negative-side", 500, 50, 0, True),
-        ("shared per-negative-side", 1000, 100, args.shared, True),
-        ("per-triple baseline (no joint, p 0)", 500, 50, 0, False),
-    ]
+    rates: dict[str, list[float]] = {c[0]: [] for c in configs}
+    usages: dict[str, Usage] = {}
+    peer_rates: dict[str, list[float]] = {}
+    peer_cpu: dict[str, list[dict]] = {}
+    for _ in range(args.rounds):
+        for name, b, k, c, joint, side in configs:
+            setting = f"{b}x{k}"
+            if args.peer_python and len(peer_rates.get(setting, [])) < len(rates[name]) + 1:
+                peer = pykeen(args.peer_python, folder, b, k, args.epochs)
+                peer_rates.setdefault(setting, []).extend(peer["windows"])
+                peer_cpu.setdefault(setting, []).append(peer["cpu"])
+            got, used = ours(index, b, k, c, args.epochs, joint=joint, side=side)
+            rates[name].extend(got)
+            usages[f"{name} #{len(usages)}"] = used
+
     results = {}
-    for name, b, k, c, joint in configs:
-        side = "per-negative" if "per-negative" in name else "per-positive"
-        rates = ours(index, b, k, c, args.steps, args.repeats, joint=joint, side=side)
-        results[f"{name} {b}x{k}"] = {
-            "median_pos_per_s": round(statistics.median(rates)),
-            "runs": [round(r) for r in rates],
-        }
-    ref = plain_tf(index, 500, 50, args.steps, args.repeats)
+    for name, b, k, *_ in configs:
+        results[name] = summary(rates[name])
+        results[name]["cpu"] = [u.record() for key, u in usages.items() if key.startswith(name + " #")]
+        setting = f"{b}x{k}"
+        if setting in peer_rates:
+            results[name]["ratio_to_pykeen_same_setting"] = round(
+                statistics.median(rates[name]) / statistics.median(peer_rates[setting]), 2
+            )
     record = {
         "bench": "train_speed",
-        "metric": "positive triples per second (median)",
+        "metric": "positive triples per second, steady state (median of 75,000-positive windows over full epochs)",
         "dataset": "fb15k-237",
-        "model": "complex dim 200, joint, p 0.3, Adam, XLA",
+        "model": "complex dim 200, joint p 0.3 unless named baseline, Adam, XLA",
         "ours": results,
-        "reference_plain_tf_500x50": round(statistics.median(ref)),
-        "ratio_to_plain_tf_500x50 (baseline, same work)": round(
-            results["per-triple baseline (no joint, p 0) 500x50"]["median_pos_per_s"] / statistics.median(ref), 2
-        ),
-        "median_of": args.repeats,
-        "steps_per_repeat": args.steps,
+        "epochs_per_measurement": args.epochs,
+        "rounds": args.rounds,
     }
-    if args.peer_python:
-        peer = [pykeen(args.peer_python, folder, 500, 50, args.peer_triples) for _ in range(3)]
-        record["reference_pykeen_500x50"] = round(statistics.median(peer))
-        record["pykeen_runs"] = [round(p) for p in peer]
-        record["ratio_to_pykeen_500x50"] = round(
-            results["per-triple 500x50"]["median_pos_per_s"] / statistics.median(peer), 2
+    if peer_rates:
+        record["pykeen"] = {s: {**summary(r), "cpu": peer_cpu[s]} for s, r in peer_rates.items()}
+    if "per-triple baseline (no joint, p 0) 500x50" in rates:
+        ref = plain_tf(index, 500, 50, 60, 5)
+        record["reference_plain_tf_500x50"] = round(statistics.median(ref))
+        record["ratio_baseline_to_plain_tf_500x50"] = round(
+            statistics.median(rates["per-triple baseline (no joint, p 0) 500x50"]) / statistics.median(ref), 2
         )
     record.update(
-        peak_rss_gib=round(peak_rss_gib(), 2), tf=tf.__version__, keras=keras.__version__, cpus=os.cpu_count()
+        kernel_check=kernel_check(usages),
+        peak_rss_gib=round(peak_rss_gib(), 2),
+        tf=tf.__version__,
+        keras=keras.__version__,
+        cpus=os.cpu_count(),
     )
     emit(record)
 

@@ -1,0 +1,33 @@
+"""Keras callbacks that time ``fit`` from the inside (one iterator, no per-call start-up)."""
+
+from __future__ import annotations
+
+import time
+
+import _common  # noqa: F401  (imports jobi_tf, which sets the allocator default, before Keras)
+import keras
+
+
+class EpochClock(keras.callbacks.Callback):
+    """Wall time of each epoch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds: list[float] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+class BatchClock(keras.callbacks.Callback):
+    """The clock after every batch (for `_steady.window_rates`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends: list[float] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ends.append(time.perf_counter())

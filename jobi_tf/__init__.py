@@ -1,0 +1,21 @@
+"""jobi-tf: JoBi (joint model with biased negatives) knowledge-graph completion in TensorFlow/Keras.
+
+Importing the package sets TensorFlow's pooled CPU allocator as the default before
+TensorFlow starts (see `jobi_tf.runtime`); it does not import TensorFlow itself, so
+``jobi-tf --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata as _metadata
+
+from jobi_tf.runtime import use_pooled_cpu_allocator as _use_pooled_cpu_allocator
+
+_use_pooled_cpu_allocator()
+
+try:
+    __version__ = _metadata.version("jobi-tf")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["__version__"]
