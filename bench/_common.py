@@ -12,13 +12,15 @@ import resource
 import sys
 from pathlib import Path
 
-import jobi_tf  # noqa: F401  (sets the allocator default before TensorFlow starts)
 from _steady import Usage, summary, window_rates  # noqa: F401  (re-exported for the scripts)
 
+import jobi_tf  # noqa: F401  (sets the allocator default before TensorFlow starts)
 from jobi_tf.runtime import ALLOCATOR_VARIABLE, pooled_cpu_allocator_requested
 
 #: A measured part fails its check when the kernel took more than this share of user CPU time.
 MAX_SYSTEM_SHARE = 0.10
+#: ... unless it used less user CPU time than this (seconds): too short to judge.
+MIN_JUDGED_USER_S = 1.0
 
 
 def data_dir(name: str, given: str | None) -> Path:
@@ -36,9 +38,14 @@ def peak_rss_gib() -> float:
 
 
 def kernel_check(usages: dict[str, Usage]) -> dict:
-    """``{"ok", "max_system_share", "worst"}``: every measured part within `MAX_SYSTEM_SHARE`."""
-    worst = max(usages, key=lambda k: usages[k].system_share)
-    share = usages[worst].system_share
+    """``{"ok", "max_system_share", "worst"}``: every measured part within `MAX_SYSTEM_SHARE`.
+
+    Parts under `MIN_JUDGED_USER_S` of user CPU time are reported by their scripts but not
+    judged here: over a fraction of a second the kernel's share is noise.
+    """
+    judged = {k: u for k, u in usages.items() if u.user >= MIN_JUDGED_USER_S} or usages
+    worst = max(judged, key=lambda k: judged[k].system_share)
+    share = judged[worst].system_share
     return {
         "ok": share <= MAX_SYSTEM_SHARE,
         "limit": MAX_SYSTEM_SHARE,

@@ -11,6 +11,8 @@ Steps:
 4. Save a checkpoint (weights + optimizer moments) to a temporary folder; time it.
 5. Print one JSON line: load seconds, throughput (target >= 10,000 positives/s), epoch
    seconds, checkpoint seconds, and the peak RSS of the whole process (target <= 12 GiB).
+   The record also carries the ``fit``'s CPU user/system seconds and minor page faults
+   (``cpu``), and exits 1 if it spent more than 10% of its user CPU time in the kernel.
 
 Run:  python bench/big_epoch.py --data-dir /work/bigkg
       python bench/big_epoch.py --data-dir /work/bigkg --shared-negatives 1000
@@ -29,9 +31,10 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import emit, peak_rss_gib  # noqa: E402
 
 from jobi_tf.checkpoints import save_checkpoint  # noqa: E402
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig  # noqa: E402
@@ -96,9 +99,10 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     model.compile(optimizer=optimizer, jit_compile=True)
     dataset = make_train_dataset(index, cfg.sampler, seed=0, joint=True)
     clock = _StepClock()
-    start = time.perf_counter()
-    model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[clock])
-    epoch_seconds = time.perf_counter() - start
+    with Usage() as used:
+        start = time.perf_counter()
+        model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[clock])
+        epoch_seconds = time.perf_counter() - start
     steady = clock.ends[args.warmup :]
     step_seconds = [b - a for a, b in zip(steady[:-1], steady[1:], strict=True)]
     rate = (len(steady) - 1) * args.batch_size / (steady[-1] - steady[0])
@@ -120,6 +124,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
         "median_step_ms": round(1000 * statistics.median(step_seconds), 1),
         "checkpoint_seconds": round(checkpoint_seconds, 1),
         "checkpoint_gib": round((tmp / "checkpoint.npz").stat().st_size / 2**30, 2),
+        "cpu": used.record(),
+        "kernel_check": kernel_check({"fit": used}),
         "graph": {
             "entities": index.num_entities,
             "relations": index.num_relations,

@@ -7,7 +7,10 @@ Steps:
    entities with `FilteredEvaluator`, ``--repeats`` times; keep the median.
 3. Reference, same run: the bare scoring matmuls for the same queries (no filter, no
    counting), the lower bound of any implementation.
-4. Print one JSON line; peak RSS is that of this whole process (TensorFlow included).
+4. Print one JSON line; peak RSS is that of this whole process (TensorFlow included). The record
+   also carries the CPU user/system seconds and minor page faults of each evaluation and each
+   reference run (``cpu``), and exits 1 if an evaluation spent more than 10% of its user CPU time
+   in the kernel (the reference is reported, not checked: it is not the library's code).
 
 Run:  python bench/eval_speed.py --data-dir ../shared/datasets/fb15k-237
 """
@@ -23,9 +26,10 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, data_dir, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import data_dir, emit, peak_rss_gib  # noqa: E402
 
 from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
@@ -57,13 +61,17 @@ def main() -> None:
         evaluator = FilteredEvaluator(index)
     evaluator.evaluate(model, "valid")  # warm-up (tracing)
     times, ref = [], []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        metrics = evaluator.evaluate(model, "test")
-        times.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        bare_matmuls(model, index.test, args.eval_batch_size)
-        ref.append(time.perf_counter() - start)
+    usages: dict[str, Usage] = {}  # "evaluation #i", "reference #i"; only the evaluations are checked
+    for i in range(1, args.repeats + 1):
+        with Usage() as usages[f"evaluation #{i}"]:
+            start = time.perf_counter()
+            metrics = evaluator.evaluate(model, "test")
+            times.append(time.perf_counter() - start)
+        with Usage() as usages[f"reference #{i}"]:
+            start = time.perf_counter()
+            bare_matmuls(model, index.test, args.eval_batch_size)
+            ref.append(time.perf_counter() - start)
+    cpu = {part: [u.record() for k, u in usages.items() if k.startswith(part)] for part in ("evaluation", "reference")}
     emit(
         {
             "bench": "eval_speed",
@@ -76,6 +84,8 @@ def main() -> None:
             "mrr": round(metrics["mrr"], 4),
             "peak_rss_gib": round(peak_rss_gib(), 2),
             "median_of": args.repeats,
+            "cpu": cpu,
+            "kernel_check": kernel_check({k: u for k, u in usages.items() if k.startswith("evaluation")}),
             "tf": tf.__version__,
         }
     )

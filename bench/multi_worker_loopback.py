@@ -9,7 +9,8 @@ Steps:
 3. Check: both exit 0; both report the same ``final_weights_sha256``; the chief's folder
    holds ``checkpoint.npz`` and ``metrics.json``; the other worker's folder was never made.
 4. Print one JSON line with the checks, the wall time and each worker's log tail; exit 1 if
-   a check failed. ``--log`` keeps both workers' full logs.
+   a check failed. ``--log`` keeps both workers' full logs. The record also carries both
+   workers' CPU user/system seconds and minor page faults, summed (``cpu_children``).
 
 Run:  python bench/multi_worker_loopback.py
       python bench/multi_worker_loopback.py --log /tmp/mw-logs
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -37,6 +39,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def children_usage(start: resource.struct_rusage, end: resource.struct_rusage, wall: float) -> dict:
+    """CPU user/system seconds and minor page faults of the children waited for between two ``getrusage``."""
+    user, system = end.ru_utime - start.ru_utime, end.ru_stime - start.ru_stime
+    return {
+        "user_s": round(user, 2),
+        "system_s": round(system, 2),
+        "minor_faults": end.ru_minflt - start.ru_minflt,
+        "system_share": round(system / max(user, 1e-9), 3),
+        "wall_s": round(wall, 2),
+    }
+
+
 def run(args: argparse.Namespace, work: Path) -> dict:
     workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     procs, logs = [], []
@@ -46,7 +60,7 @@ def run(args: argparse.Namespace, work: Path) -> dict:
         "--dim", "8", "--batch-size", "200", "--neg", "10", "--joint", "--p", "0.3",
         "--epochs", str(args.epochs), "--eval-every", "1", "--strategy", "multi-worker",
     ]  # fmt: skip
-    start = time.monotonic()
+    start, children = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         for i in range(2):
             tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}}
@@ -63,6 +77,7 @@ def run(args: argparse.Namespace, work: Path) -> dict:
                 p.kill()
                 p.wait()
     seconds = time.monotonic() - start
+    cpu_children = children_usage(children, resource.getrusage(resource.RUSAGE_CHILDREN), seconds)
     results = []
     for out in outs:
         lines = [line for line in out.splitlines() if line.startswith("{")]
@@ -80,7 +95,14 @@ def run(args: argparse.Namespace, work: Path) -> dict:
         and (work / "run-w0" / "metrics.json").exists(),
         "other_worker_wrote_nothing": not (work / "run-w1").exists(),
     }
-    return {"checks": checks, "seconds": round(seconds, 1), "workers": workers, "results": results, "log_tails": tails}
+    return {
+        "checks": checks,
+        "seconds": round(seconds, 1),
+        "workers": workers,
+        "results": results,
+        "log_tails": tails,
+        "cpu_children": cpu_children,
+    }
 
 
 def main() -> None:

@@ -10,7 +10,9 @@ Steps:
    single-threaded matrix-vector product and an ``argpartition`` top-10, no name lookups).
 4. Sizes on disk: the export, the two tables it serves, and the run's ``checkpoint.npz``
    (weights + pair head + optimizer state) and ``best.weights.npz``.
-5. Print one JSON line.
+5. Print one JSON line. It also carries the CPU user/system seconds and minor page faults of
+   the timed queries and of the reference (``cpu``), and exits 1 if the queries spent more than
+   10% of their user CPU time in the kernel (the NumPy reference is reported, not checked).
 
 Run:  python bench/predict_latency.py --run /tmp/exp-run
 """
@@ -31,9 +33,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # products ran 14x slower than one thread on the shared 2-core machine (12 ms vs 0.85 ms).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import emit, peak_rss_gib  # noqa: E402
 
 from jobi_tf.export import directory_bytes, export_run  # noqa: E402
 
@@ -75,12 +78,16 @@ def measure(export_dir: Path, run_dir: Path | None, queries: int, warmup: int, s
     heads = np.array(entities, dtype=object)[rng.integers(len(entities), size=warmup + queries)]
     rels = np.array(relations, dtype=object)[rng.integers(len(relations), size=warmup + queries)]
     _time_queries(signature, heads[:warmup], rels[:warmup])
-    times = _time_queries(signature, heads[warmup:], rels[warmup:])
+    usages: dict[str, Usage] = {}
+    with Usage() as usages["queries"]:
+        times = _time_queries(signature, heads[warmup:], rels[warmup:])
 
     variables = str(export_dir / "variables" / "variables")
     table = tf.train.load_variable(variables, "entity_embeddings/.ATTRIBUTES/VARIABLE_VALUE")
     relation_table = tf.train.load_variable(variables, "triple_relations/.ATTRIBUTES/VARIABLE_VALUE")
-    reference = _time_numpy_reference(table, rng.normal(size=(queries, table.shape[1])).astype(np.float32))
+    vectors = rng.normal(size=(queries, table.shape[1])).astype(np.float32)
+    with Usage() as usages["reference"]:
+        reference = _time_numpy_reference(table, vectors)
     median, ref_median = statistics.median(times), statistics.median(reference)
     table_bytes = table.nbytes + relation_table.nbytes
     export_bytes = directory_bytes(export_dir)
@@ -107,6 +114,8 @@ def measure(export_dir: Path, run_dir: Path | None, queries: int, warmup: int, s
             "num_relations": info["num_relations"],
             "filter_known": info["filter_known"],
         },
+        "cpu": {name: used.record() for name, used in usages.items()},
+        "kernel_check": kernel_check({"queries": usages["queries"]}),
         "peak_rss_gib": round(peak_rss_gib(), 2),
         "tf": tf.__version__,
     }

@@ -9,6 +9,8 @@ Steps:
    ``--steps`` steps after one compile epoch, medians reported.
 3. Print one JSON line: steps/s of each and the ratio mirrored / single (same XLA setting).
    Both replicas share the same 2 cores, so the ratio measures the strategy's overhead.
+   The record also carries each ``fit``'s CPU user/system seconds and minor page faults
+   (``cpu``), and exits 1 if one spent more than 10% of its user CPU time in the kernel.
 
 Run:  python bench/replicas_speed.py
 """
@@ -23,13 +25,14 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, emit, kernel_check  # noqa: E402, I001
+from _clocks import EpochClock  # noqa: E402
+
 from jobi_tf.distribute import configure_devices  # noqa: E402
 
 configure_devices(2)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import emit  # noqa: E402
-from train_speed import _EpochClock  # noqa: E402
 
 from jobi_tf.config import SamplerConfig  # noqa: E402
 from jobi_tf.data.index import KGIndex  # noqa: E402
@@ -40,16 +43,18 @@ from jobi_tf.optimizers import make_optimizer  # noqa: E402
 from jobi_tf.sampling import make_train_dataset  # noqa: E402
 
 
-def steps_per_second(index, strategy, jit: bool, args) -> float:
+def steps_per_second(index, strategy, jit: bool, args) -> tuple[float, Usage]:
+    """Median steps per second over the timed epochs, and the CPU usage of the ``fit``."""
     cfg = SamplerConfig(batch_size=args.batch_size, neg=args.neg, p=0.3)
     ds = make_train_dataset(index, cfg, seed=0, joint=True)
     keras.utils.set_random_seed(0)
     with strategy.scope():
         model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=True)
         model.compile(optimizer=make_optimizer("adam", 0.001), jit_compile=jit)
-    clock = _EpochClock()
-    model.fit(ds, epochs=args.repeats + 1, steps_per_epoch=args.steps, verbose=0, callbacks=[clock])
-    return args.steps / statistics.median(clock.seconds[1:])
+    clock = EpochClock()
+    with Usage() as used:
+        model.fit(ds, epochs=args.repeats + 1, steps_per_epoch=args.steps, verbose=0, callbacks=[clock])
+    return args.steps / statistics.median(clock.seconds[1:]), used
 
 
 def main() -> None:
@@ -66,17 +71,21 @@ def main() -> None:
     index = KGIndex.from_ids(ids, args.entities, 200)
     single = tf.distribute.get_strategy()
     mirrored = make_strategy("mirrored")
-    result = {
+    measured = {
         "single_xla": steps_per_second(index, single, True, args),
         "single_no_xla": steps_per_second(index, single, False, args),
         "mirrored_2_no_xla": steps_per_second(index, mirrored, False, args),
     }
+    result = {k: rate for k, (rate, _) in measured.items()}
+    usages = {k: used for k, (_, used) in measured.items()}
     emit(
         {
             "bench": "replicas_speed",
             "metric": "training steps per second (median of epochs)",
             "value": {k: round(v, 2) for k, v in result.items()},
             "ratio_mirrored_to_single_no_xla": round(result["mirrored_2_no_xla"] / result["single_no_xla"], 2),
+            "cpu": {k: used.record() for k, used in usages.items()},
+            "kernel_check": kernel_check(usages),
             "config": vars(args),
             "tf": tf.__version__,
             "cpus": os.cpu_count(),

@@ -11,7 +11,9 @@ Steps:
    d. ``forward_backward``: c plus the gradients (the gathers' gradients are sparse);
    e. ``step``: d plus the optimizer update (Keras's ``train_step`` without ``fit``).
    Derived: score + loss = c - b, gradient = d - c, optimizer = e - d.
-3. Print one JSON line with every median in milliseconds.
+3. Print one JSON line with every median in milliseconds. It also carries the CPU user/system
+   seconds and minor page faults of each timed part and of b-e together (``cpu``, compilation
+   excluded), and exits 1 if b-e together spent more than 10% of their user CPU time in the kernel.
 
 Run:  python bench/step_profile.py                               # 15k and 2M entities, auto
       python bench/step_profile.py --sizes 2000000 --optimizer adam --steps 5   # the dense cost
@@ -29,9 +31,10 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import emit, peak_rss_gib  # noqa: E402
 from step_time_vs_size import graph  # noqa: E402
 
 from jobi_tf.config import SamplerConfig  # noqa: E402
@@ -40,26 +43,33 @@ from jobi_tf.optimizers import choose_optimizer, make_optimizer  # noqa: E402
 from jobi_tf.sampling import make_train_dataset  # noqa: E402
 
 
-def _median_ms(fn, batches: list, repeats: int) -> float:
-    fn(batches[0])  # trace and compile
+def _median_ms(fn, batches: list, repeats: int) -> tuple[float, Usage]:
+    """Median milliseconds per batch over ``repeats`` passes, and the CPU usage of the passes."""
     times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for batch in batches:
-            out = fn(batch)
-        tf.nest.map_structure(lambda t: t.numpy(), out)
-        times.append((time.perf_counter() - start) / len(batches))
-    return 1000 * statistics.median(times)
+    with Usage() as used:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for batch in batches:
+                out = fn(batch)
+            tf.nest.map_structure(lambda t: t.numpy(), out)
+            times.append((time.perf_counter() - start) / len(batches))
+    return 1000 * statistics.median(times), used
 
 
-def profile(index, optimizer_name: str, args: argparse.Namespace) -> dict[str, float]:
+def profile(index, optimizer_name: str, args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Usage]]:
+    """Milliseconds per batch of each part, and the CPU usage of each part's timed passes.
+
+    ``compiled_parts`` is the usage of b-e together: the one long enough to judge the kernel's share.
+    """
     cfg = SamplerConfig(batch_size=args.batch_size, neg=args.neg, p=args.p, shared_negatives=args.shared_negatives)
     ds = make_train_dataset(index, cfg, seed=0)
     batches = iter(ds)
     next(batches)  # pipeline start-up
-    start = time.perf_counter()
-    batches = [next(batches) for _ in range(args.steps)]
-    sampler_ms = 1000 * (time.perf_counter() - start) / args.steps
+    usages: dict[str, Usage] = {}
+    with Usage() as usages["sampler"]:
+        start = time.perf_counter()
+        batches = [next(batches) for _ in range(args.steps)]
+        sampler_ms = 1000 * (time.perf_counter() - start) / args.steps
     keras.utils.set_random_seed(0)
     model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=True)
     model.compile(optimizer=make_optimizer(optimizer_name, 0.001), jit_compile=True)
@@ -95,12 +105,16 @@ def profile(index, optimizer_name: str, args: argparse.Namespace) -> dict[str, f
         return loss
 
     out = {"sampler": sampler_ms}
-    for name, fn in (("gather", gather), ("forward", forward), ("forward_backward", forward_backward), ("step", step)):
-        out[name] = _median_ms(fn, batches, args.repeats)
+    parts = (("gather", gather), ("forward", forward), ("forward_backward", forward_backward), ("step", step))
+    for _, fn in parts:
+        fn(batches[0])  # trace and compile, outside the measured passes
+    with Usage() as usages["compiled_parts"]:
+        for name, fn in parts:
+            out[name], usages[name] = _median_ms(fn, batches, args.repeats)
     out["score_and_loss"] = out["forward"] - out["gather"]
     out["gradient"] = out["forward_backward"] - out["forward"]
     out["optimizer"] = out["step"] - out["forward_backward"]
-    return {k: round(v, 1) for k, v in out.items()}
+    return {k: round(v, 1) for k, v in out.items()}, usages
 
 
 def main() -> None:
@@ -116,15 +130,18 @@ def main() -> None:
     parser.add_argument("--shared-negatives", type=int, default=0)
     parser.add_argument("--steps", type=int, default=20, help="distinct batches per pass")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: proves the script runs")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (20 repeats): proves the script runs")
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.triples, args.relations = [2_000, 20_000], 20_000, 20
-        args.batch_size, args.neg, args.dim, args.steps, args.repeats = 100, 10, 8, 3, 2
-    results, used = {}, {}
+        # 20 repeats: enough CPU time for the kernel check to measure more than timer ticks
+        args.batch_size, args.neg, args.dim, args.steps, args.repeats = 100, 10, 8, 3, 20
+    results, used, cpu, usages = {}, {}, {}, {}
     for size in args.sizes:
         used[str(size)] = choose_optimizer(args.optimizer, size)
-        results[str(size)] = profile(graph(size, args), used[str(size)], args)
+        results[str(size)], parts = profile(graph(size, args), used[str(size)], args)
+        cpu[str(size)] = {part: usage.record() for part, usage in parts.items()}
+        usages[str(size)] = parts["compiled_parts"]
         print(f"{size:>9} entities ({used[str(size)]}): {results[str(size)]}", file=sys.stderr)
         keras.backend.clear_session()
     emit(
@@ -134,6 +151,8 @@ def main() -> None:
             "value": results,
             "optimizer_used": used,
             "median_of": args.repeats,
+            "cpu": cpu,
+            "kernel_check": kernel_check(usages),
             "config": {
                 "model": f"complex dim {args.dim}, joint, p {args.p}",
                 "batch_size": args.batch_size,

@@ -11,7 +11,9 @@ Steps:
 3. Print one JSON line: median step time per size and optimizer, and the ratio of the
    largest table's step time to the smallest's (target: <= 1.5). By default two series:
    ``lazy-adam`` at every size, and ``auto`` (dense Adam below
-   `jobi_tf.optimizers.LAZY_MIN_ROWS` entities, so at 15k, lazy Adam above).
+   `jobi_tf.optimizers.LAZY_MIN_ROWS` entities, so at 15k, lazy Adam above). The record also
+   carries each ``fit``'s CPU user/system seconds and minor page faults (``cpu``), and exits 1
+   if one spent more than 10% of its user CPU time in the kernel.
 
 With ``--optimizers adam lazy-adam --sizes 15000 50000 100000 200000`` the same script
 gives the crossover behind ``--optimizer auto`` (`jobi_tf.optimizers.LAZY_MIN_ROWS`).
@@ -31,10 +33,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+from _clocks import EpochClock  # noqa: E402
+
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _common import emit, peak_rss_gib  # noqa: E402
-from train_speed import _EpochClock  # noqa: E402
 
 from jobi_tf.config import SamplerConfig  # noqa: E402
 from jobi_tf.data.index import KGIndex  # noqa: E402
@@ -56,15 +59,17 @@ def graph(num_entities: int, args: argparse.Namespace) -> KGIndex:
     return KGIndex.from_ids(ids, num_entities, args.relations)  # every row exists, used or not
 
 
-def step_seconds(index: KGIndex, optimizer: str, args: argparse.Namespace) -> list[float]:
+def step_seconds(index: KGIndex, optimizer: str, args: argparse.Namespace) -> tuple[list[float], Usage]:
+    """Seconds per step of each timed epoch, and the CPU usage of the ``fit``."""
     cfg = SamplerConfig(batch_size=args.batch_size, neg=args.neg, p=args.p, shared_negatives=args.shared_negatives)
     ds = make_train_dataset(index, cfg, seed=0)
     keras.utils.set_random_seed(0)
     model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=True)
     model.compile(optimizer=make_optimizer(optimizer, 0.001), jit_compile=args.jit)
-    clock = _EpochClock()
-    model.fit(ds, epochs=args.repeats + 1, steps_per_epoch=args.steps, verbose=0, shuffle=False, callbacks=[clock])
-    return [s / args.steps for s in clock.seconds[1:]]  # the first epoch compiles
+    clock = EpochClock()
+    with Usage() as used:
+        model.fit(ds, epochs=args.repeats + 1, steps_per_epoch=args.steps, verbose=0, shuffle=False, callbacks=[clock])
+    return [s / args.steps for s in clock.seconds[1:]], used  # the first epoch compiles
 
 
 def main() -> None:
@@ -92,16 +97,20 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {name: {} for name in args.optimizers}
     runs: dict[str, dict[str, list[float]]] = {name: {} for name in args.optimizers}
     chosen: dict[str, dict[str, str]] = {name: {} for name in args.optimizers}
+    cpu: dict[str, dict[str, dict]] = {name: {} for name in args.optimizers}
+    usages: dict[str, Usage] = {}  # by "<concrete optimizer> <size>": one per fit
     for size in args.sizes:
         index = graph(size, args)
-        measured: dict[str, list[float]] = {}  # by concrete optimizer: "auto" reuses a measurement
+        measured: dict[str, tuple[list[float], Usage]] = {}  # by concrete optimizer: "auto" reuses a measurement
         for name in args.optimizers:
             concrete = choose_optimizer(name, size)
             if concrete not in measured:
                 measured[concrete] = step_seconds(index, concrete, args)
                 keras.backend.clear_session()
                 gc.collect()
-            seconds = measured[concrete]
+            seconds, used = measured[concrete]
+            usages[f"{concrete} {size}"] = used
+            cpu[name][str(size)] = used.record()
             results[name][str(size)] = round(1000 * statistics.median(seconds), 1)
             runs[name][str(size)] = [round(1000 * s, 1) for s in seconds]
             chosen[name][str(size)] = concrete
@@ -119,6 +128,8 @@ def main() -> None:
             "target_ratio": 1.5,
             "runs_ms": runs,
             "optimizer_used": chosen,
+            "cpu": cpu,
+            "kernel_check": kernel_check(usages),
             "median_of": args.repeats,
             "config": {
                 "model": f"complex dim {args.dim}, joint, p {args.p}",
