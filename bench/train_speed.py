@@ -67,8 +67,14 @@ def ours(index, batch, neg, shared, epochs, joint=True, side="per-positive", see
     clock = BatchClock()
     with Usage() as used:
         start = time.perf_counter()
-        model.fit(ds, epochs=epochs, steps_per_epoch=steps_per_epoch(index, batch), verbose=0, shuffle=False,
-                  callbacks=[clock])
+        model.fit(
+            ds,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch(index, batch),
+            verbose=0,
+            shuffle=False,
+            callbacks=[clock],
+        )
     return window_rates(clock.ends, start, batch), used
 
 

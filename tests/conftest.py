@@ -131,7 +131,9 @@ def random_export(tmp_path_factory):
             result = export_saved_model(
                 jobi, entities, relations, base, ExportConfig(filter_known=filter_known), train_triples=train
             )
-            built[model, filter_known, reciprocal] = RandomExport(result.path, jobi, entities, relations, train.astype(np.int32))
+            built[model, filter_known, reciprocal] = RandomExport(
+                result.path, jobi, entities, relations, train.astype(np.int32)
+            )
         return built[model, filter_known, reciprocal]
 
     return make

@@ -265,7 +265,9 @@ def _numpy_score(model: str, a: np.ndarray, rel: np.ndarray, b: np.ndarray) -> n
         a_c, r_c, b_c = (x[..., :d] + 1j * x[..., d:] for x in (a, rel, b))
         return np.real(np.sum(a_c * r_c * np.conj(b_c), -1))
     # SimplE: (<a_head, r, b_tail> + <b_head, r_inv, a_tail>) / 2
-    return 0.5 * (np.sum(a[..., :d] * rel[..., :d] * b[..., d:], -1) + np.sum(b[..., :d] * rel[..., d:] * a[..., d:], -1))
+    return 0.5 * (
+        np.sum(a[..., :d] * rel[..., :d] * b[..., d:], -1) + np.sum(b[..., :d] * rel[..., d:] * a[..., d:], -1)
+    )
 
 
 def _reciprocal_features(rng, b=6, k=5):
