@@ -120,10 +120,12 @@ def plain_tf(index, batch, neg, steps, repeats) -> list[float]:
     return rates
 
 
-def pykeen(python: str, folder: Path, batch: int, neg: int, epochs: int) -> dict:
+def pykeen(python: str, folder: Path, batch: int, neg: int, epochs: int, env: dict[str, str]) -> dict:
     script = Path(__file__).parent / "peer_pykeen.py"
     command = [python, str(script), "--data-dir", str(folder), "--batch-size", str(batch), "--neg", str(neg)]
-    out = subprocess.run([*command, "--epochs", str(epochs)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [*command, "--epochs", str(epochs)], capture_output=True, text=True, check=True, env={**os.environ, **env}
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -134,10 +136,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="repeats of the interleaved sequence")
     parser.add_argument("--only", nargs="*", help="names of configurations to run (default: all)")
     parser.add_argument("--peer-python", help="python of a virtualenv with PyKEEN")
+    parser.add_argument(
+        "--peer-env",
+        nargs="*",
+        default=[],
+        help="KEY=VALUE for the peer's process only, e.g. LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    )
     args = parser.parse_args()
     folder = data_dir("fb15k-237", args.data_dir)
     _, _, index = build_index(read_split_folder(folder), "fb15k-237")
     configs = [c for c in CONFIGS if not args.only or c[0] in args.only]
+    peer_env = dict(item.split("=", 1) for item in args.peer_env)
 
     rates: dict[str, list[float]] = {c[0]: [] for c in configs}
     usages: dict[str, Usage] = {}
@@ -147,7 +156,7 @@ def main() -> None:
         for name, b, k, c, joint, side in configs:
             setting = f"{b}x{k}"
             if args.peer_python and len(peer_rates.get(setting, [])) < len(rates[name]) + 1:
-                peer = pykeen(args.peer_python, folder, b, k, args.epochs)
+                peer = pykeen(args.peer_python, folder, b, k, args.epochs, peer_env)
                 peer_rates.setdefault(setting, []).extend(peer["windows"])
                 peer_cpu.setdefault(setting, []).append(peer["cpu"])
             got, used = ours(index, b, k, c, args.epochs, joint=joint, side=side)
@@ -174,6 +183,7 @@ def main() -> None:
     }
     if peer_rates:
         record["pykeen"] = {s: {**summary(r), "cpu": peer_cpu[s]} for s, r in peer_rates.items()}
+        record["pykeen_env"] = peer_env
     if "per-triple baseline (no joint, p 0) 500x50" in rates:
         ref = plain_tf(index, 500, 50, 60, 5)
         record["reference_plain_tf_500x50"] = round(statistics.median(ref))
