@@ -32,6 +32,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+from _clocks import BatchClock  # noqa: E402
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -41,17 +42,6 @@ from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, Tr
 from jobi_tf.data.synthetic import SyntheticSpec, write_typed_kg  # noqa: E402
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
 from jobi_tf.training import build_model, load_data, make_optimizer  # noqa: E402
-
-
-class _StepClock(keras.callbacks.Callback):
-    """Wall-clock time at the end of every training step."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ends: list[float] = []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.ends.append(time.perf_counter())
 
 
 def main() -> None:
@@ -98,7 +88,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     optimizer = make_optimizer(cfg, index.num_entities)
     model.compile(optimizer=optimizer, jit_compile=True)
     dataset = make_train_dataset(index, cfg.sampler, seed=0, joint=True)
-    clock = _StepClock()
+    clock = BatchClock()
     with Usage() as used:
         start = time.perf_counter()
         model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[clock])
