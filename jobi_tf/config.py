@@ -168,7 +168,7 @@ class TrainConfig:
         regularizer: ``l2`` (normalised L2 norm of every row a batch uses, PyKEEN's) or ``n3``
             (cubed moduli of the positive's head, relation and tail rows, Lacroix et al. 2018).
         lr: learning rate.
-        optimizer: ``adam`` (dense Adam, the paper's, as one fused pass per table), ``lazy-adam`` (updates only
+        optimizer: ``adam`` (exact dense Adam, the paper's: `FusedAdam`), ``lazy-adam`` (updates only
             the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), or
             ``auto``: dense Adam below `jobi_tf.optimizers.LAZY_MIN_ROWS` entities, lazy
             above; a run records the optimizer ``auto`` chose.

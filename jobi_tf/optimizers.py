@@ -1,16 +1,15 @@
-"""Dense Adam done exactly and in one expression (`FusedAdam`), and sparse ("lazy") Adam and Adagrad,
+"""Exact dense Adam with one densification (`FusedAdam`), and sparse ("lazy") Adam and Adagrad,
 so that a step costs the rows a batch uses, not the table.
 
 Why `FusedAdam`: Keras 3's Adam applies a sparse gradient (`tf.IndexedSlices`) by turning it
 into a dense tensor twice, once as it is (first moment) and once with each slice squared
 (second moment), so a row that a batch uses twice gets ``g1² + g2²`` where dense Adam (and
 PyTorch's, the paper's code) takes ``(g1 + g2)²``. `FusedAdam` sums the slices into one dense
-gradient and computes the moments and the weights from it in one expression: exact dense Adam,
-and on FB15k-237 (ComplEx 200, JoBi 500 x 50) a step's CPU time fell from about 120 ms to
-85 ms (docs/performance.md). Its slots are Keras's Adam's variables, so checkpoints of either
-resume with the other.
+gradient and computes the moments and the weights from it: exact dense Adam, and on FB15k-237
+(ComplEx 200, JoBi 500 x 50) a step's CPU time fell from 133 ms to 97 ms (docs/performance.md).
+Its slots are Keras's Adam's variables, so checkpoints of either resume with the other.
 
-Why: a table read with ``tf.gather`` gets a sparse gradient (`tf.IndexedSlices`: the rows
+Why the lazy ones: a table read with ``tf.gather`` gets a sparse gradient (`tf.IndexedSlices`: the rows
 used and their gradients). Keras 3's Adam turns it into a dense ``[rows, width]`` tensor and
 reads and writes every row of the table and of both moment tables each step
 (keras-team/keras#19992; ``keras/src/optimizers/adam.py``, ``update_step``): one step on a
@@ -81,10 +80,10 @@ def _rows(slot: keras.Variable, ids: tf.Tensor) -> tf.Tensor:
 
 @keras.saving.register_keras_serializable(package="jobi_tf")
 class FusedAdam(keras.optimizers.Adam):
-    """Keras's Adam with each table's update fused into one pass (see the module docstring).
+    """Keras's Adam with a sparse gradient densified once, its slices summed before squaring.
 
-    A sparse gradient is summed into a dense one first (``unsorted_segment_sum``, what Keras's
-    conversion does): every row moves every step, as in dense Adam.
+    The sum is one ``unsorted_segment_sum``; the moments and weights then follow Keras's dense
+    expressions: every row moves every step, as in dense Adam (see the module docstring).
 
     Args:
         Those of `keras.optimizers.Adam`, except ``amsgrad``, which is not supported.
@@ -117,7 +116,7 @@ class FusedAdam(keras.optimizers.Adam):
         gradient = tf.cast(gradient, dtype)
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
-        # Keras's expressions, read once and written once: XLA fuses them into one loop.
+        # Keras's dense expressions, on the one dense gradient.
         m_new = tf.convert_to_tensor(m) + (gradient - tf.convert_to_tensor(m)) * (1 - self.beta_1)
         v_new = tf.convert_to_tensor(v) + (tf.square(gradient) - tf.convert_to_tensor(v)) * (1 - self.beta_2)
         step = m_new * self._alpha(learning_rate, dtype) / (tf.sqrt(v_new) + self.epsilon)
