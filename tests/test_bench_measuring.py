@@ -1,0 +1,45 @@
+"""The steady-state measuring both sides of a speed comparison use (`bench/_steady.py`).
+
+A wrong window would make every peer ratio wrong, so the arithmetic is checked on clocks
+with known rates.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from _steady import Usage, window_rates  # noqa: E402
+
+
+def test_windows_skip_the_warm_up_and_measure_each_window():
+    # 544 batches of 500 (one FB15k-237 epoch): the first 20 take 1 s each (compilation),
+    # then batches 20..169 take 0.1 s, 170..319 take 0.2 s, the rest 0.05 s.
+    durations = [1.0] * 20 + [0.1] * 150 + [0.2] * 150 + [0.05] * 224
+    ends, clock = [], 100.0
+    for d in durations:
+        clock += d
+        ends.append(clock)
+    rates = window_rates(ends, 100.0, batch_size=500)
+    assert rates == pytest.approx([5000.0, 2500.0, 10000.0])  # 524 batches after warm-up: 3 full windows
+
+
+def test_windows_count_positives_so_batch_sizes_compare():
+    ends = [0.1 * (i + 1) for i in range(272)]  # 272 batches of 1,000 at 0.1 s
+    rates = window_rates(ends, 0.0, batch_size=1000)
+    assert len(rates) == 3  # 10 batches of warm-up, then windows of 75 batches
+    assert rates == pytest.approx([10_000.0] * 3)
+
+
+def test_too_short_a_run_gives_no_window():
+    assert window_rates([0.1 * (i + 1) for i in range(100)], 0.0, batch_size=500) == []
+
+
+def test_usage_counts_cpu_time_of_its_block():
+    with Usage() as used:
+        sum(i * i for i in range(300_000))
+    assert used.user > 0 and used.wall > 0
+    assert set(used.record()) == {"user_s", "system_s", "minor_faults", "system_share", "wall_s"}
