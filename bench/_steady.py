@@ -21,14 +21,22 @@ WINDOW_POSITIVES = 75_000
 
 
 class Usage:
-    """CPU user/system seconds, minor page faults and wall time of a ``with`` block (all threads)."""
+    """CPU user/system seconds, minor page faults and wall time of a ``with`` block.
+
+    Args:
+        who: ``resource.RUSAGE_SELF`` (this process, all threads; the default) or
+            ``resource.RUSAGE_CHILDREN`` (the child processes waited for inside the block).
+    """
+
+    def __init__(self, who: int = resource.RUSAGE_SELF) -> None:
+        self.who = who
 
     def __enter__(self) -> Usage:
-        self._start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        self._start = resource.getrusage(self.who), time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
-        end = resource.getrusage(resource.RUSAGE_SELF)
+        end = resource.getrusage(self.who)
         start, wall = self._start
         self.user = end.ru_utime - start.ru_utime
         self.system = end.ru_stime - start.ru_stime

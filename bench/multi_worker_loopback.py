@@ -30,25 +30,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import emit  # noqa: E402
+from _common import Usage, emit  # noqa: E402
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def children_usage(start: resource.struct_rusage, end: resource.struct_rusage, wall: float) -> dict:
-    """CPU user/system seconds and minor page faults of the children waited for between two ``getrusage``."""
-    user, system = end.ru_utime - start.ru_utime, end.ru_stime - start.ru_stime
-    return {
-        "user_s": round(user, 2),
-        "system_s": round(system, 2),
-        "minor_faults": end.ru_minflt - start.ru_minflt,
-        "system_share": round(system / max(user, 1e-9), 3),
-        "wall_s": round(wall, 2),
-    }
 
 
 def run(args: argparse.Namespace, work: Path) -> dict:
@@ -60,24 +48,25 @@ def run(args: argparse.Namespace, work: Path) -> dict:
         "--dim", "8", "--batch-size", "200", "--neg", "10", "--joint", "--p", "0.3",
         "--epochs", str(args.epochs), "--eval-every", "1", "--strategy", "multi-worker",
     ]  # fmt: skip
-    start, children = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        for i in range(2):
-            tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}}
-            env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
-            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-            log = open(work / f"worker{i}.log", "w+")
-            logs.append(log)
-            cmd = common + ["--out", str(work / f"run-w{i}")]
-            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, text=True))
-        outs = [p.communicate(timeout=args.timeout)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    start = time.monotonic()
+    with Usage(resource.RUSAGE_CHILDREN) as children:  # the workers, once waited for
+        try:
+            for i in range(2):
+                tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}}
+                env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
+                env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+                log = open(work / f"worker{i}.log", "w+")
+                logs.append(log)
+                cmd = common + ["--out", str(work / f"run-w{i}")]
+                procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, text=True))
+            outs = [p.communicate(timeout=args.timeout)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
     seconds = time.monotonic() - start
-    cpu_children = children_usage(children, resource.getrusage(resource.RUSAGE_CHILDREN), seconds)
+    cpu_children = children.record()
     results = []
     for out in outs:
         lines = [line for line in out.splitlines() if line.startswith("{")]

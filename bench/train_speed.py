@@ -153,9 +153,11 @@ def main() -> None:
     peer_rates: dict[str, list[float]] = {}
     peer_cpu: dict[str, list[dict]] = {}
     for _ in range(args.rounds):
+        peer_done: set[str] = set()  # the peer runs once per round, before our first configuration of its setting
         for name, b, k, c, joint, side in configs:
             setting = f"{b}x{k}"
-            if args.peer_python and len(peer_rates.get(setting, [])) < len(rates[name]) + 1:
+            if args.peer_python and setting not in peer_done:
+                peer_done.add(setting)
                 peer = pykeen(args.peer_python, folder, b, k, args.epochs, peer_env)
                 peer_rates.setdefault(setting, []).extend(peer["windows"])
                 peer_cpu.setdefault(setting, []).append(peer["cpu"])
