@@ -41,7 +41,7 @@ from jobi_tf.checkpoints import save_checkpoint  # noqa: E402
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig  # noqa: E402
 from jobi_tf.data.synthetic import SyntheticSpec, write_typed_kg  # noqa: E402
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
-from jobi_tf.training import build_model, load_data, make_optimizer  # noqa: E402
+from jobi_tf.training import StopGuard, build_model, load_data, make_optimizer  # noqa: E402
 
 
 def main() -> None:
@@ -56,6 +56,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=0, help="steps to train (0 = one full epoch)")
     parser.add_argument("--warmup", type=int, default=20, help="first steps left out of the throughput")
     parser.add_argument("--quick", action="store_true", help="a 20k-entity graph and 60 steps")
+    parser.add_argument(
+        "--run-callbacks",
+        action="store_true",
+        help="add the per-batch callbacks of `jobi-tf train` (stop guard, TensorBoard, one log line per epoch)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.quick:
@@ -66,6 +71,13 @@ def main() -> None:
         if not args.data_dir:
             parser.error("give --data-dir (a folder from bench/make_big_kg.py) or --quick")
         emit(run(args, Path(tmp)))
+
+
+def tenth_medians(step_seconds: list[float]) -> list[float]:
+    """Median step (ms) in each tenth of the measured steps: shows a step that slows as the epoch goes on."""
+    size = max(1, len(step_seconds) // 10)
+    chunks = [step_seconds[i : i + size] for i in range(0, len(step_seconds) - size + 1, size)]
+    return [round(1000 * statistics.median(chunk), 1) for chunk in chunks[:10]]
 
 
 def run(args: argparse.Namespace, tmp: Path) -> dict:
@@ -89,9 +101,13 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     model.compile(optimizer=optimizer, jit_compile=True)
     dataset = make_train_dataset(index, cfg.sampler, seed=0, joint=True)
     clock = BatchClock()
+    callbacks, verbose = [clock], 0
+    if args.run_callbacks:
+        callbacks = [StopGuard(steps), keras.callbacks.TensorBoard(log_dir=str(tmp / "tb"), update_freq="epoch"), clock]
+        verbose = 2
     with Usage() as used:
         start = time.perf_counter()
-        model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[clock])
+        model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=verbose, shuffle=False, callbacks=callbacks)
         epoch_seconds = time.perf_counter() - start
     steady = clock.ends[args.warmup :]
     step_seconds = [b - a for a, b in zip(steady[:-1], steady[1:], strict=True)]
@@ -112,6 +128,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
         "epoch_seconds": round(epoch_seconds, 1),
         "steps": steps,
         "median_step_ms": round(1000 * statistics.median(step_seconds), 1),
+        "median_step_ms_by_tenth": tenth_medians(step_seconds),
         "checkpoint_seconds": round(checkpoint_seconds, 1),
         "checkpoint_gib": round((tmp / "checkpoint.npz").stat().st_size / 2**30, 2),
         "cpu": used.record(),
@@ -130,6 +147,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
             "optimizer": type(optimizer).__name__,
             "jit_compile": True,
             "quick": args.quick,
+            "run_callbacks": args.run_callbacks,
         },
         "tf": tf.__version__,
         "keras": keras.__version__,

@@ -23,8 +23,11 @@ logger = logging.getLogger(__name__)
 LOCAL_COPIES_ENV = "JOBI_TF_DATA_DIR"
 
 
-def load_splits(cfg: DataConfig, seed: int = 0) -> tuple[dict[str, np.ndarray], str]:
+def load_splits(cfg: DataConfig, seed: int = 0, *, as_bytes: bool = False) -> tuple[dict[str, np.ndarray], str]:
     """``({"train", "valid", "test"}: (N, 3) str arrays, source name)`` for a data config.
+
+    ``as_bytes`` gives a named benchmark's labels as UTF-8 bytes (a quarter of the memory;
+    see `jobi_tf.datasets.load_named`); other sources give ``str`` either way.
 
     * ``dataset="synthetic"``: the typed generator, sized by ``cfg.synthetic_*`` and ``seed``.
     * ``data_dir`` without ``dataset``: the folder's ``train.txt``, ``valid.txt``, ``test.txt``.
@@ -49,7 +52,7 @@ def load_splits(cfg: DataConfig, seed: int = 0) -> tuple[dict[str, np.ndarray], 
     if manual is None and local_root and (Path(local_root) / cfg.dataset / "train.txt").is_file():
         manual = str(Path(local_root) / cfg.dataset)
         logger.info("using the local copy of %s in %s", cfg.dataset, manual)
-    return datasets.load_named(cfg.dataset, manual_dir=manual), cfg.dataset
+    return datasets.load_named(cfg.dataset, manual_dir=manual, as_bytes=as_bytes), cfg.dataset
 
 
 def load_index(cfg: DataConfig, seed: int = 0) -> tuple[Vocab, Vocab, KGIndex]:
@@ -61,5 +64,5 @@ def load_index(cfg: DataConfig, seed: int = 0) -> tuple[Vocab, Vocab, KGIndex]:
     """
     if cfg.dataset is None:
         return read_folder_index(cfg.data_dir, str(cfg.data_dir))
-    splits, source = load_splits(cfg, seed=seed)
+    splits, source = load_splits(cfg, seed=seed, as_bytes=True)
     return build_index(splits, source)

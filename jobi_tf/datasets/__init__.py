@@ -35,6 +35,7 @@ def load_named(
     data_dir: str | os.PathLike[str] | None = None,
     manual_dir: str | os.PathLike[str] | None = None,
     verify_checksums: bool = True,
+    as_bytes: bool = False,
 ) -> dict[str, np.ndarray]:
     """Prepare (once) and read a named benchmark.
 
@@ -46,9 +47,13 @@ def load_named(
             instead of downloading (no network is used then). Default: the per-dataset
             folder ``<data_dir>/downloads/manual/<tfds name>``, used if it holds the files.
         verify_checksums: check each file's sha256 against the published one, where known.
+        as_bytes: give UTF-8 ``bytes`` arrays instead of ``str``: a quarter of the memory
+            (NumPy stores ``str`` as 4 bytes per character, as wide as the longest label:
+            FB15k-237's train split is 455 MB as ``str``, 119 MB as bytes), and what
+            `jobi_tf.data.index.build_index` turns into ids without converting.
 
     Returns:
-        ``{"train": (N, 3), "valid": (M, 3), "test": (K, 3)}`` str arrays in file order.
+        ``{"train": (N, 3), "valid": (M, 3), "test": (K, 3)}`` str (or bytes) arrays in file order.
 
     Raises:
         JobiError: unknown name, or the archive cannot be downloaded.
@@ -75,8 +80,24 @@ def load_named(
     config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual), try_download_gcs=False)
     builder.download_and_prepare(download_config=config)
     logger.info("%s: reading prepared TFDS data from %s", key, builder.data_dir)
-    batches = tfds.as_numpy(builder.as_dataset(batch_size=-1, shuffle_files=False))
-    return {stem: _to_triples(batches[split]) for split, stem in TFDS_TO_FILE_SPLIT.items()}
+    return {stem: _read_split(builder, split, as_bytes) for split, stem in TFDS_TO_FILE_SPLIT.items()}
+
+
+#: Examples read from the prepared copy at a time. Reading a split as one batch makes
+#: TensorFlow hold all its strings at once, in its pooled allocator, which keeps that memory
+#: for the rest of the process (0.6 GB for FB15k-237; measured in docs/performance.md).
+_READ_BATCH = 65_536
+
+
+def _read_split(builder, split: str, as_bytes: bool) -> np.ndarray:
+    """One split of a prepared builder as ``(N, 3)``, ``_READ_BATCH`` examples at a time."""
+    import tensorflow_datasets as tfds
+
+    dataset = builder.as_dataset(split=split, batch_size=_READ_BATCH, shuffle_files=False)
+    parts = [_to_triples(batch, as_bytes) for batch in tfds.as_numpy(dataset)]
+    if not parts:
+        return np.empty((0, 3), dtype=bytes if as_bytes else str)
+    return np.concatenate(parts)  # widens to the longest label of any batch
 
 
 def _canonical_name(name: str) -> str:
@@ -96,10 +117,9 @@ def _check_manual_folder(folder: Path, name: str) -> None:
         raise DatasetFormatError(folder, f"manual folder for {name} lacks {', '.join(missing)}")
 
 
-def _to_triples(batch: dict[str, np.ndarray]) -> np.ndarray:
-    """Turn TFDS's UTF-8 byte columns into one ``(N, 3)`` str array."""
-    columns = [
-        np.array([value.decode("utf-8") for value in batch[part].tolist()], dtype=str)
-        for part in ("head", "relation", "tail")
-    ]
-    return np.stack(columns, axis=1)
+def _to_triples(batch: dict[str, np.ndarray], as_bytes: bool = False) -> np.ndarray:
+    """Turn TFDS's UTF-8 byte columns into one ``(N, 3)`` str (or bytes) array."""
+    parts = [batch[part].tolist() for part in ("head", "relation", "tail")]
+    if as_bytes:
+        return np.stack([np.asarray(values, dtype=bytes) for values in parts], axis=1)
+    return np.stack([np.array([value.decode("utf-8") for value in values], dtype=str) for values in parts], axis=1)

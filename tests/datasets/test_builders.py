@@ -76,6 +76,23 @@ def test_builder_round_trips_fixture(name: str, tmp_path: Path) -> None:
         np.testing.assert_array_equal(loaded[split], expected[split], err_msg=split)
 
 
+@pytest.mark.parametrize("name", ["fb15k-237", "yago3-10"])  # long ASCII labels; non-ASCII labels
+def test_bytes_and_small_read_batches_give_the_same_triples(name: str, tmp_path: Path, monkeypatch) -> None:
+    import jobi_tf.datasets as datasets
+
+    fixture = FIXTURES / name
+    expected = expected_triples(fixture)
+    monkeypatch.setattr(datasets, "_READ_BATCH", 3)  # many batches, of different label widths
+
+    as_str = load_named(name, data_dir=tmp_path, manual_dir=fixture, verify_checksums=False)
+    as_bytes = load_named(name, data_dir=tmp_path, as_bytes=True)
+
+    for split in SPLITS:
+        assert as_bytes[split].dtype.kind == "S" and as_str[split].dtype.kind == "U"
+        np.testing.assert_array_equal(as_str[split], expected[split], err_msg=split)
+        np.testing.assert_array_equal(np.char.decode(as_bytes[split], "utf-8"), expected[split], err_msg=split)
+
+
 def test_names_match_builders() -> None:
     from jobi_tf.datasets.builders import BUILDERS
 
