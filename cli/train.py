@@ -77,6 +77,23 @@ def _default_out(cfg: RunConfig) -> Path:
     "--loss", type=click.Choice(["sampled-softmax", "full-softmax"]), default="sampled-softmax", show_default=True
 )
 @click.option(
+    "--label-smoothing",
+    type=float,
+    default=0.0,
+    show_default=True,
+    metavar="EPS",
+    help="With --loss full-softmax: put 1-EPS on the true entity and spread EPS over all of them.",
+)
+@click.option(
+    "--relation-prediction",
+    type=float,
+    default=0.0,
+    show_default=True,
+    metavar="W",
+    help="Weight of the auxiliary relation-prediction loss, a softmax over relations for (h, ?, t) "
+    "(Chen et al., 2021; 0 = off).",
+)
+@click.option(
     "--shared-negatives",
     type=int,
     default=0,
@@ -198,6 +215,8 @@ def train(ctx: click.Context, **flags) -> None:
         ),
         train=TrainConfig(
             loss=flags["loss"],
+            label_smoothing=flags["label_smoothing"],
+            relation_prediction=flags["relation_prediction"],
             alpha=flags["alpha"],
             regularization=flags["regularization"],
             regularizer=flags["regularizer"],

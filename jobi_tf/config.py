@@ -162,6 +162,10 @@ class TrainConfig:
     Attributes:
         loss: ``sampled-softmax`` (NLL of a softmax over the positive and its negatives) or
             ``full-softmax`` (1-vs-all over every entity, paper appendix D).
+        label_smoothing: ε of the ``full-softmax`` targets: ``1 - ε`` on the true entity, ε
+            spread over all (0 = none).
+        relation_prediction: weight of the auxiliary relation-prediction loss, a softmax over
+            the relations for ``(h, ?, t)`` (Chen et al., 2021; 0 = off).
         alpha: weight of the pair loss (only with ``joint``).
         regularization: weight of the ``regularizer`` penalty (0 = none, the paper's setting;
             ``l2`` 0.01 is PyKEEN's ComplEx default).
@@ -182,6 +186,8 @@ class TrainConfig:
     """
 
     loss: str = "sampled-softmax"
+    label_smoothing: float = 0.0
+    relation_prediction: float = 0.0
     alpha: float = 0.5
     regularization: float = 0.0
     regularizer: str = "l2"
@@ -195,6 +201,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _choice("loss", self.loss, LOSSES)
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
+        if self.label_smoothing and self.loss != "full-softmax":
+            raise ConfigError("label_smoothing", "needs --loss full-softmax")
+        _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
         _positive_float("alpha", self.alpha, allow_zero=True)
         _positive_float("regularization", self.regularization, allow_zero=True)
         _choice("regularizer", self.regularizer, REGULARIZERS)

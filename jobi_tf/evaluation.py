@@ -6,7 +6,7 @@ a known fact (train, valid or test) other than the one ranked are removed ("filt
 Bordes et al., 2013).
 
 How: queries are scored ``eval_batch_size`` at a time against blocks of ``chunk_size``
-entities with one matmul (every bilinear score is ``<query, entity row>``, see
+entities with the scorer's ``score_candidates`` (one matmul for the bilinear scorers, see
 `jobi_tf.models.scorers`); the known facts of the batch falling in the block are set to
 ``-inf`` there, and the entities scoring above / equal to the true one are counted. Memory
 is bounded by ``eval_batch_size * chunk_size`` floats, whatever the graph's size.
@@ -148,7 +148,9 @@ class FilteredEvaluator:
             for lo, hi in blocks:
                 inside = (targets >= lo) & (targets < hi)
                 if inside.any():
-                    block = self._read(q, table[lo:hi], tf.constant(np.where(inside, targets - lo, 0), tf.int32))
+                    block = self._read(
+                        model.scorer, q, table[lo:hi], tf.constant(np.where(inside, targets - lo, 0), tf.int32)
+                    )
                     target_scores[inside] = block.numpy()[inside]
             target_cols = np.full(len(triples), -1)
         greater = np.zeros(len(triples), np.float64)
@@ -160,7 +162,7 @@ class FilteredEvaluator:
             filt = np.stack([rows[inside], cols[inside] - lo], axis=1).astype(np.int32).reshape(-1, 2)
             cols_in_block = np.where(target_cols >= 0, target_cols - lo, -1).astype(np.int32)
             g, e, best, best_col, target_score = self._count(
-                q, table[lo:hi], tf.constant(filt), target_scores, tf.constant(cols_in_block)
+                model.scorer, q, table[lo:hi], tf.constant(filt), target_scores, tf.constant(cols_in_block)
             )
             greater += g.numpy()
             equal += e.numpy()
@@ -231,10 +233,11 @@ class FilteredEvaluator:
         return self._slot_key_cache[slot]
 
 
-def _count_above(q, entities, filtered, target_scores, target_cols):
+def _count_above(scorer, q, entities, filtered, target_scores, target_cols):
     """Per query, how many unfiltered entities of a block score above / equal to the target.
 
     Args:
+        scorer: the model's `jobi_tf.models.Scorer` (its ``score_candidates``).
         q: ``[B, W]`` queries.
         entities: ``[C, W]`` a block of the entity table.
         filtered: int32 ``[M, 2]`` (query row, column in block) pairs to ignore; they
@@ -244,7 +247,7 @@ def _count_above(q, entities, filtered, target_scores, target_cols):
         target_cols: int32 ``[B]`` column of the true entity in this block, or -1; where
             given, the target's score is read from this block's score matrix.
     """
-    scores = tf.matmul(q, entities, transpose_b=True)
+    scores = scorer.score_candidates(q, entities)
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
     target_scores = tf.where(target_cols >= 0, read, tf.cast(target_scores, scores.dtype))
     scores = tf.tensor_scatter_nd_update(scores, filtered, tf.fill([tf.shape(filtered)[0]], -np.inf))
@@ -269,9 +272,9 @@ def _sorted_contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return sorted_keys[pos] == keys
 
 
-def _read_target_scores(q, entities, target_cols):
+def _read_target_scores(scorer, q, entities, target_cols):
     """``[B]`` scores at ``target_cols`` of this block's score matrix (first pass, several blocks)."""
-    scores = tf.matmul(q, entities, transpose_b=True)
+    scores = scorer.score_candidates(q, entities)
     return tf.gather(scores, target_cols, axis=1, batch_dims=1)
 
 

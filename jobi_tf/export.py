@@ -19,10 +19,10 @@ Unknown names, the same in every signature: a row with a name outside the vocabu
 ``found = False``, score(s) NaN and empty names; the other rows are answered normally.
 Nothing raises, so one bad row never fails a batch.
 
-Top-k is one matmul of the query against the entity table and ``tf.math.top_k`` (ties:
-lower id first). Exported with ``filter_known``, the training facts of each query are set
-to ``-inf`` before the top-k, so they come last and appear only when ``k`` exceeds the
-number of other entities.
+Top-k is the scorer's ``score_candidates`` of the query against the entity table (one
+matmul) and ``tf.math.top_k`` (ties: lower id first). Exported with ``filter_known``, the
+training facts of each query are set to ``-inf`` before the top-k, so they come last and
+appear only when ``k`` exceeds the number of other entities.
 
 Writing is atomic: the SavedModel goes to ``<base>/<version>.incomplete-*`` (not a number,
 so TensorFlow Serving ignores it) and is renamed to ``<base>/<version>`` when complete.
@@ -236,7 +236,7 @@ class TripleScorerModule(tf.Module):
         k: tf.Tensor,
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """Names ``[B, k]`` and scores ``[B, k]`` of the best entities for ``query [B, W]``."""
-        scores = tf.matmul(query, entities, transpose_b=True)  # [B, E]
+        scores = self._scorer.score_candidates(query, entities)  # [B, E]
         if known is not None:
             scores = known.mask(scores, keys)
         best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_entities))

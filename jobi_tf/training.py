@@ -69,6 +69,8 @@ def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
         joint=cfg.model.joint,
         alpha=cfg.train.alpha,
         loss=cfg.train.loss,
+        label_smoothing=cfg.train.label_smoothing,
+        relation_prediction=cfg.train.relation_prediction,
         regularization=cfg.train.regularization,
         regularizer=cfg.train.regularizer,
         init=cfg.model.init,
@@ -369,7 +371,7 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
             initial_epoch=first_epoch,
             initial_step=first_step,
             epochs=last_epoch,
-            full_softmax=cfg.train.loss == "full-softmax",
+            full_softmax=model.objective.candidates == "all",
             joint=cfg.model.joint,
         )
         model.fit(

@@ -5,8 +5,9 @@ second relation table, only with ``joint=True``) learns whether a triple's (head
 relation) and (relation, tail) pairs both occur in training. Only the triple head is used
 for evaluation and export, so JoBi adds no parameters to the final model.
 
-``call`` returns logits; ``compute_loss`` (Keras 3's own hook and signature) turns them
-into ``L_tri + alpha * L_bi``. Keras's ``train_step`` is kept as it is.
+Each head's objective (`jobi_tf.objectives`) says which logits ``call`` returns and how
+``compute_loss`` (Keras 3's own hook and signature) turns them into ``L_tri + alpha * L_bi``;
+the regularizer's penalty goes through ``add_loss``. Keras's ``train_step`` is kept as it is.
 """
 
 from __future__ import annotations
@@ -17,13 +18,19 @@ import keras
 import tensorflow as tf
 
 from jobi_tf.config import REGULARIZERS
-from jobi_tf.losses import pair_loss, triple_loss
 from jobi_tf.models.scorers import get_scorer
+from jobi_tf.objectives import (
+    OBJECTIVES,
+    Objective,
+    PairBCE,
+    RelationPrediction,
+    ScoredBatch,
+    get_objective,
+    replica_share,
+)
 from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = ["JoBiModel"]
-
-_MASKED_LOGIT = -1e9
 
 
 def _rows(table: keras.Variable, ids: tf.Tensor) -> tf.Tensor:
@@ -55,7 +62,13 @@ class JoBiModel(keras.Model):
             ``||x|| / sqrt(width)``, PyKEEN's ComplEx default; ``"n3"``: the sum of the cubed
             component moduli of the positive's head, relation and tail rows (Lacroix et al.,
             2018), which damps rarely seen entities more than frequent ones.
-        loss: ``"sampled-softmax"`` or ``"full-softmax"``.
+        loss: the triple head's objective: ``"sampled-softmax"``, ``"full-softmax"`` (see
+            `jobi_tf.objectives.OBJECTIVES`) or an `jobi_tf.objectives.Objective` of your own
+            (its config then holds ``loss=None``: pass it again to ``from_config``). The pair
+            head trains `jobi_tf.objectives.PairBCE` over the same candidates.
+        label_smoothing: ε of ``full-softmax``'s targets (`jobi_tf.objectives.FullSoftmax`).
+        relation_prediction: weight of the auxiliary `jobi_tf.objectives.RelationPrediction`
+            loss (0: none; Chen et al. 2021 use 4 on FB15k-237).
         reciprocal: each relation table gets ``2 * num_relations`` rows, row ``r +
             num_relations`` being ``r``'s inverse, and a head query ``(?, r, t)`` is scored
             as the tail query ``(t, r⁻¹, ?)`` (Lacroix et al., 2018). Sampled softmax then
@@ -89,6 +102,8 @@ class JoBiModel(keras.Model):
         regularizer: str = "l2",
         init: str = "table-glorot",
         reciprocal: bool = False,
+        label_smoothing: float = 0.0,
+        relation_prediction: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -97,8 +112,14 @@ class JoBiModel(keras.Model):
                 f"num_entities and num_relations must be >= 1. Received: num_entities={num_entities}, "
                 f"num_relations={num_relations}"
             )
-        if loss not in ("sampled-softmax", "full-softmax"):
-            raise ValueError(f"loss must be 'sampled-softmax' or 'full-softmax'. Received: loss={loss!r}")
+        self.objective = get_objective(loss, label_smoothing=label_smoothing)
+        self.label_smoothing = label_smoothing
+        if relation_prediction < 0:
+            raise ValueError(f"relation_prediction must be >= 0. Received: relation_prediction={relation_prediction!r}")
+        self.relation_prediction = relation_prediction
+        self.relation_objective = RelationPrediction() if relation_prediction else None
+        # The pair head scores the same candidates as the triple head (sampled or all).
+        self.pair_objective = PairBCE(candidates=self.objective.candidates) if joint else None
         self.num_entities = num_entities
         self.num_relations = num_relations
         self.model_name = model
@@ -110,7 +131,7 @@ class JoBiModel(keras.Model):
             raise ValueError(f"regularizer must be one of {REGULARIZERS}. Received: regularizer={regularizer!r}")
         self.regularization = regularization
         self.regularizer = regularizer
-        self.loss_kind = loss
+        self.loss_kind = _objective_name(self.objective)
         self.init = init
         self.reciprocal = reciprocal
         rows = num_relations * (2 if reciprocal else 1)
@@ -126,10 +147,9 @@ class JoBiModel(keras.Model):
             if joint
             else None
         )
-        self._triple_loss = triple_loss()
-        self._pair_loss = pair_loss()
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
+        self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
         self.built = True  # every variable exists now; no input is needed to build
 
     def train_step(self, data):
@@ -179,8 +199,12 @@ class JoBiModel(keras.Model):
             axis=-1,
         )
 
+    def entity_rows(self, ids: tf.Tensor) -> tf.Tensor:
+        """Rows ``ids`` of the entity table (a row gather, see `_rows`)."""
+        return _rows(self.entity_embeddings, ids)
+
     # -- training ------------------------------------------------------------------------
-    def _queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+    def queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
         """Head and tail queries of every head in use, stacked: ``[B, S, W]`` twice.
 
         S is 1 (triple head) or 2 (triple and pair heads). Also returns the positive's rows
@@ -201,105 +225,72 @@ class JoBiModel(keras.Model):
             head_q = tf.stack([self.scorer.head_query(r, t) for r in rels], axis=1)
         return head_q, tail_q, rows
 
-    def call(self, features: dict[str, tf.Tensor], training: bool = False) -> dict[str, tf.Tensor]:
-        triples = features["triples"]
-        head_q, tail_q, rows = self._queries(triples)  # [B, S, W]
-        if self.loss_kind == "full-softmax":
-            out = self._full_softmax_logits(head_q, tail_q)
-            return self._with_penalty(out, list(rows.values()))
+    @property
+    def objectives(self) -> list[Objective]:
+        """One objective per head in use (the triple head's, then the pair head's), then the
+        auxiliary relation prediction if it has a weight."""
+        return (
+            [self.objective]
+            + ([self.pair_objective] if self.joint else [])
+            + ([self.relation_objective] if self.relation_objective is not None else [])
+        )
 
-        pos = tf.reduce_sum(tail_q * rows["tail"][:, None, :], -1)  # [B, S]
-        # With one corrupted side per positive, pick that side's query once and score every
-        # candidate with it; otherwise score each candidate both ways and select per candidate.
-        one_side = features.get("positive_corrupt_tail")
-        if one_side is not None:
-            query = tf.where(one_side[:, None, None], tail_q, head_q)
-        positive_rows = [rows["head"], rows["tail"], rows["relation"]]
-        if self.reciprocal:
-            if one_side is None:
-                raise ValueError("a reciprocal model needs `positive_corrupt_tail` (one corrupted side per positive)")
-            # A head corruption is ranked by the inverse query, the positive included.
-            pos = tf.reduce_sum(query * tf.where(one_side[:, None], rows["tail"], rows["head"])[:, None, :], -1)
-            positive_rows[2] = tf.where(one_side[:, None], rows["relation"], rows["inverse"])
-        candidate_rows = []
-        parts = []
-        if "candidates" in features:
-            cand = _rows(self.entity_embeddings, features["candidates"])  # [B, K_b, W]
-            if one_side is not None:
-                parts.append(tf.einsum("bsw,bkw->bsk", query, cand))
-            else:
-                by_head = tf.einsum("bsw,bkw->bsk", head_q, cand)
-                by_tail = tf.einsum("bsw,bkw->bsk", tail_q, cand)
-                parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
-            candidate_rows.append(cand)
-        if "shared_candidates" in features:
-            shared = _rows(self.entity_embeddings, features["shared_candidates"])  # [G, K_u, W]
-            groups = tf.shape(shared)[0]
-            shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
-            if one_side is not None:
-                mixed = tf.einsum("gcsw,gkw->gcsk", tf.reshape(query, shape_g), shared)
-            else:
-                by_head = tf.einsum("gcsw,gkw->gcsk", tf.reshape(head_q, shape_g), shared)
-                by_tail = tf.einsum("gcsw,gkw->gcsk", tf.reshape(tail_q, shape_g), shared)
-                side = tf.reshape(features["shared_corrupt_tail"], [groups, -1, 1, tf.shape(shared)[1]])
-                mixed = tf.where(side, by_tail, by_head)  # side: [G, C, 1, K_u]
-            parts.append(tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0)))
-        neg = tf.concat(parts, axis=-1)  # [B, S, K]
-        logits = tf.concat([pos[:, :, None], neg], axis=-1)  # [B, S, 1 + K]
-        valid = tf.pad(features["valid_negative"], [[0, 0], [1, 0]], constant_values=True)
-        out = {"triple": tf.where(valid, logits[:, 0], _MASKED_LOGIT)}
-        if self.joint:
-            out["pair"] = logits[:, 1]
-        return self._with_penalty(out, positive_rows, candidate_rows)
+    def call(self, features: dict[str, tf.Tensor] | tf.Tensor, training: bool = False) -> dict[str, tf.Tensor]:
+        """Training logits of a sampler batch (a feature dict), or ``[B]`` triple-head
+        scores of an int ``[B, 3]`` id tensor (what ``predict`` on triples gives)."""
+        if not isinstance(features, dict):
+            return self.score_triples(_checked_triples(features))
+        self._check_features(features)
+        batch = ScoredBatch(self, features)
+        out: dict[str, tf.Tensor] = {}
+        for objective in self.objectives:
+            out.update(objective.logits(batch))
+        if self.regularization:
+            self.add_loss(self.regularization * replica_share(tf.reduce_mean(self._penalty(batch))))
+        return out
 
-    def _with_penalty(
-        self, out: dict[str, tf.Tensor], positive_rows: list[tf.Tensor], candidate_rows: list[tf.Tensor] | None = None
-    ) -> dict[str, tf.Tensor]:
-        """Add ``penalty [B]``, the regularizer's value per example.
+    def _check_features(self, features: dict[str, tf.Tensor]) -> None:
+        missing = sorted({"triples", *(f for o in self.objectives for f in o.features)} - set(features))
+        if missing:
+            raise ValueError(
+                f"the model's objectives ({', '.join(type(o).__name__ for o in self.objectives)}) read features "
+                f"{missing} that the input lacks: train on batches from jobi_tf.sampling.make_train_dataset, "
+                "or pass an int [B, 3] tensor of triples to score them"
+            )
 
-        ``positive_rows`` are the positive's head, tail and the relation rows it was scored
-        with ``[B, W]``; ``candidate_rows`` the sampled candidates ``[B, K, W]`` (``l2`` only).
+    def _penalty(self, batch: ScoredBatch) -> tf.Tensor:
+        """``[B]``: the regularizer's value per example, over the rows the batch was scored with.
+
+        ``n3``: the positive's head, tail and the relation rows its scores used (with
+        1-vs-all and ``reciprocal``, both the forward and the inverse row); ``l2``: those
+        and the sampled candidates' rows.
         """
-        rows = [*positive_rows, *(candidate_rows or [])]
-        if self.regularization and self.regularizer == "n3":
-            out["penalty"] = tf.add_n([self.scorer.cubed_norm(x) for x in positive_rows])
-        elif self.regularization:
-            norms = [tf.norm(x, axis=-1) / tf.sqrt(tf.cast(tf.shape(x)[-1], x.dtype)) for x in rows]
-            flat = [n if n.shape.rank == 2 else n[:, None] for n in norms]
-            out["penalty"] = tf.reduce_mean(tf.concat(flat, axis=1), axis=1)
-        return out
-
-    def _full_softmax_logits(self, head_q: tf.Tensor, tail_q: tf.Tensor) -> dict[str, tf.Tensor]:
-        scores_t = tf.einsum("bsw,ew->bse", tail_q, self.entity_embeddings)
-        scores_h = tf.einsum("bsw,ew->bse", head_q, self.entity_embeddings)
-        out = {"triple_tail": scores_t[:, 0], "triple_head": scores_h[:, 0]}
-        if self.joint:
-            out["pair_tail"], out["pair_head"] = scores_t[:, 1], scores_h[:, 1]
-        return out
+        positive = batch.penalty_rows["positive"]
+        if self.objective.candidates == "all":
+            positive = list(batch.rows.values())
+        if self.regularizer == "n3":
+            return tf.add_n([self.scorer.cubed_norm(x) for x in positive])
+        used = [*positive, *batch.candidate_rows]
+        norms = [tf.norm(x, axis=-1) / tf.sqrt(tf.cast(tf.shape(x)[-1], x.dtype)) for x in used]
+        flat = [n if n.shape.rank == 2 else n[:, None] for n in norms]
+        return tf.reduce_mean(tf.concat(flat, axis=1), axis=1)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """``L_tri + alpha * L_bi``; also feeds the ``triple_loss`` and ``pair_loss`` trackers."""
-        triples = x["triples"]
-        if self.loss_kind == "full-softmax":
-            tri = self._triple_loss(triples[:, TAIL], y_pred["triple_tail"]) + self._triple_loss(
-                triples[:, HEAD], y_pred["triple_head"]
-            )
-        else:
-            tri = self._triple_loss(tf.zeros_like(triples[:, 0]), y_pred["triple"])
+        """``L_tri + alpha * L_bi`` (+ ``relation_prediction * L_rel``, + the penalty added in
+        ``call``); also feeds the ``triple_loss``, ``pair_loss`` and ``relation_loss`` trackers."""
+        tri = self.objective.loss(x, y_pred)
         self.triple_loss_tracker.update_state(_unscale(tri))
         total = tri
         if self.joint:
-            if self.loss_kind == "full-softmax":
-                pair = self._pair_loss(x["pair_labels_tail"], y_pred["pair_tail"]) + self._pair_loss(
-                    x["pair_labels_head"], y_pred["pair_head"]
-                )
-            else:
-                labels = tf.pad(x["pair_labels"], [[0, 0], [1, 0]], constant_values=1.0)
-                pair = self._pair_loss(labels, y_pred["pair"])
+            pair = self.pair_objective.loss(x, y_pred)
             self.pair_loss_tracker.update_state(_unscale(pair))
             total = total + self.alpha * pair
-        if self.regularization:
-            total = total + self.regularization * _scale(tf.reduce_mean(y_pred["penalty"]))
+        if self.relation_objective is not None:
+            rel = self.relation_objective.loss(x, y_pred)
+            self.relation_loss_tracker.update_state(_unscale(rel))
+            total = total + self.relation_prediction * rel
+        for penalty in self.losses:
+            total = total + penalty
         return total
 
     def get_config(self) -> dict:
@@ -315,8 +306,26 @@ class JoBiModel(keras.Model):
             "regularizer": self.regularizer,
             "init": self.init,
             "reciprocal": self.reciprocal,
+            "label_smoothing": self.label_smoothing,
+            "relation_prediction": self.relation_prediction,
             "name": self.name,
         }
+
+
+def _objective_name(objective: Objective) -> str | None:
+    """The ``loss`` name a config can hold for ``objective`` (None for a user's own)."""
+    return next((name for name, cls in OBJECTIVES.items() if type(objective) is cls), None)
+
+
+def _checked_triples(triples) -> tf.Tensor:
+    """An int ``[B, 3]`` id tensor, or a one-line error saying what the model takes."""
+    triples = tf.convert_to_tensor(triples)
+    if not triples.dtype.is_integer or triples.shape.rank != 2 or triples.shape[-1] not in (3, None):
+        raise ValueError(
+            f"JoBiModel scores int [B, 3] (head, relation, tail) id triples; received {triples.dtype.name} "
+            f"{triples.shape}. Training takes feature dicts from jobi_tf.sampling.make_train_dataset"
+        )
+    return tf.cast(triples, tf.int32)
 
 
 def _initializer(init: str, width: int) -> keras.initializers.Initializer | str:
@@ -326,11 +335,6 @@ def _initializer(init: str, width: int) -> keras.initializers.Initializer | str:
     if init == "row-glorot":
         return keras.initializers.RandomNormal(stddev=math.sqrt(2.0 / width))
     raise ValueError(f"init must be 'table-glorot' or 'row-glorot'. Received: {init!r}")
-
-
-def _scale(value: tf.Tensor) -> tf.Tensor:
-    """A per-replica mean → its share of the global mean (what Keras losses do)."""
-    return value / tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, value.dtype)
 
 
 def _unscale(loss: tf.Tensor) -> tf.Tensor:

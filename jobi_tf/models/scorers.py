@@ -2,12 +2,14 @@
 
 Every bilinear score can be written as a dot product ``s(h, r, t) = <q, e>`` between a
 *query* vector built from the two known parts and the full embedding row of the candidate
-entity. Scorers therefore expose only two functions, and everything else (scoring a
+entity. Scorers therefore expose three functions, and everything else (scoring a
 positive, scoring sampled negatives, ranking against every entity with one matmul,
 exported top-k) is built from them:
 
 * ``tail_query(h, r)``: ``q`` such that ``s(h, r, t) = <q, E[t]>``;
-* ``head_query(r, t)``: ``q`` such that ``s(h, r, t) = <q, E[h]>``.
+* ``head_query(r, t)``: ``q`` such that ``s(h, r, t) = <q, E[h]>``;
+* ``score_candidates(q, rows)``: the scores of queries against candidate rows, ``<q, row>``
+  here (a matmul); the hook a scorer that is not a dot product overrides.
 
 Widths follow the paper's code: ``dim`` counts components per part, so ComplEx dim 200 is
 200 real + 200 imaginary (entity rows of 400 floats) and SimplE dim 200 has a head-role
@@ -20,6 +22,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 __all__ = ["Scorer", "DistMult", "ComplEx", "SimplE", "SCORERS", "get_scorer"]
+
+_LETTERS, _EXTRA = "abcdefgh", "stuv"  # einsum axis names: batch axes, then a query's extra axes
 
 
 class Scorer:
@@ -42,6 +46,34 @@ class Scorer:
     def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
         """``[..., entity_width]`` query for heads given relation rows ``r`` and tail rows ``t``."""
         raise NotImplementedError
+
+    def relation_query(self, h: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        """``[..., relation_width]`` query for relations given head rows ``h`` and tail rows
+        ``t``: ``s(h, r, t) = <q, R[r]>`` (relation prediction, Chen et al. 2021)."""
+        raise NotImplementedError
+
+    def score_candidates(self, queries: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+        """Scores of queries against candidate entity rows: the one place a score is computed
+        from a query, so the model's training logits, the evaluator's ranking and the
+        exported top-k agree. A bilinear scorer's is ``<query, row>``, one matmul; a scorer
+        that is not a dot product (a distance, or one with weights of its own) overrides it.
+
+        Args:
+            queries: ``[*batch, *extra, W]`` from `tail_query` / `head_query`.
+            rows: ``[N, W]`` candidates shared by every query, or ``[*batch, K, W]``
+                candidates of each batch element.
+
+        Returns:
+            ``[*batch, *extra, N]`` or ``[*batch, *extra, K]``.
+        """
+        if rows.shape.rank == 2:
+            if queries.shape.rank == 2:
+                return tf.matmul(queries, rows, transpose_b=True)
+            lead = _LETTERS[: queries.shape.rank - 1]
+            return tf.einsum(f"{lead}w,nw->{lead}n", queries, rows)
+        batch = _LETTERS[: rows.shape.rank - 2]
+        extra = _EXTRA[: queries.shape.rank - 1 - len(batch)]
+        return tf.einsum(f"{batch}{extra}w,{batch}kw->{batch}{extra}k", queries, rows)
 
     def score(self, h: tf.Tensor, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
         """``[...]`` scores of triples given their rows."""
@@ -73,6 +105,9 @@ class DistMult(Scorer):
     def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
         return r * t
 
+    def relation_query(self, h: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        return h * t
+
 
 class ComplEx(Scorer):
     """``s = Re(<h, r, conj(t)>)`` (Trouillon et al., 2016); rows are ``[real, imaginary]``."""
@@ -96,6 +131,12 @@ class ComplEx(Scorer):
         t_re, t_im = tf.split(t, 2, axis=-1)
         # r * conj(t) as complex numbers, conjugated: <q, [h_re, h_im]> = Re(h r conj(t)).
         return tf.concat([r_re * t_re + r_im * t_im, r_re * t_im - r_im * t_re], axis=-1)
+
+    def relation_query(self, h: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        h_re, h_im = tf.split(h, 2, axis=-1)
+        t_re, t_im = tf.split(t, 2, axis=-1)
+        # h * conj(t) as complex numbers, conjugated: <q, [r_re, r_im]> = Re(h r conj(t)).
+        return tf.concat([h_re * t_re + h_im * t_im, h_re * t_im - h_im * t_re], axis=-1)
 
     def cubed_norm(self, x: tf.Tensor) -> tf.Tensor:
         x_re, x_im = tf.split(x, 2, axis=-1)
@@ -127,6 +168,12 @@ class SimplE(Scorer):
         t_head, t_tail = tf.split(t, 2, axis=-1)
         # Pairs with the candidate's [h_head, h_tail].
         return 0.5 * tf.concat([r_fwd * t_tail, r_inv * t_head], axis=-1)
+
+    def relation_query(self, h: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        h_head, h_tail = tf.split(h, 2, axis=-1)
+        t_head, t_tail = tf.split(t, 2, axis=-1)
+        # Pairs with the candidate relation's [r, r_inverse].
+        return 0.5 * tf.concat([h_head * t_tail, t_head * h_tail], axis=-1)
 
 
 SCORERS: dict[str, Scorer] = {s.name: s for s in (DistMult(), ComplEx(), SimplE())}

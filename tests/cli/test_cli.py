@@ -49,7 +49,16 @@ def test_help_does_not_import_tensorflow():
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"), [("--p", "1.5"), ("--neg", "0"), ("--lr", "nan"), ("--batch-size", "-3"), ("--dim", "0")]
+    ("flag", "value"),
+    [
+        ("--p", "1.5"),
+        ("--neg", "0"),
+        ("--lr", "nan"),
+        ("--batch-size", "-3"),
+        ("--dim", "0"),
+        ("--label-smoothing", "1.0"),
+        ("--relation-prediction", "-1"),
+    ],
 )
 def test_bad_flag_values_exit_2_naming_the_flag(flag, value, tmp_path):
     result = CliRunner().invoke(main, ["train", flag, value, "--out", str(tmp_path / "run")])
@@ -102,6 +111,24 @@ def test_reciprocal_train_evaluate_and_export(tmp_path):
     # The same folder without --reciprocal is another run: refused, naming the difference.
     result = runner.invoke(main, ["-q", "train", "--joint", "--p", "0.3", *SMALL, "--out", run])
     assert result.exit_code != 0 and "model.reciprocal was True, now False" in result.output
+
+
+def test_one_vs_all_with_label_smoothing_and_relation_prediction(tmp_path):
+    """kbc's recipe shape: 1-vs-all, reciprocal, N3, Adagrad, plus Chen et al.'s auxiliary loss."""
+    run = tmp_path / "run"
+    flags = ["--loss", "full-softmax", "--label-smoothing", "0.1", "--relation-prediction", "4", "--reciprocal"]
+    flags += ["--regularizer", "n3", "--regularization", "0.05", "--optimizer", "adagrad", "--lr", "0.1"]
+    result = CliRunner().invoke(main, ["-q", "train", "--joint", *flags, *SMALL, "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    train = json.loads((run / "config.json").read_text())["train"]
+    assert train["label_smoothing"] == 0.1 and train["relation_prediction"] == 4.0
+    assert 0 < json.loads(result.stdout.strip().splitlines()[-1])["test"]["mrr"] <= 1
+
+
+def test_label_smoothing_needs_the_full_softmax(tmp_path):
+    result = CliRunner().invoke(main, ["train", "--label-smoothing", "0.1", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "--label-smoothing: needs --loss full-softmax" in result.output
+    assert not (tmp_path / "run").exists()
 
 
 def test_reciprocal_with_a_coin_per_negative_is_refused(tmp_path):

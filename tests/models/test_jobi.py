@@ -6,24 +6,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from random_batches import sampled_batch
 
 from jobi_tf.config import ModelConfig, TrainConfig
 from jobi_tf.errors import ConfigError
 from jobi_tf.models import JoBiModel
-
-
-def _features(rng, e=12, r=3, b=4, k=5):
-    triples = np.stack([rng.integers(e, size=b), rng.integers(r, size=b), rng.integers(e, size=b)], 1).astype(np.int32)
-    cand = rng.integers(e, size=(b, k)).astype(np.int32)
-    tail = rng.random((b, k)) < 0.5
-    replaced = np.where(tail, triples[:, 2:3], triples[:, 0:1])
-    return {
-        "triples": triples,
-        "candidates": cand,
-        "corrupt_tail": tail,
-        "valid_negative": cand != replaced,
-        "pair_labels": (rng.random((b, k)) < 0.5).astype(np.float32),
-    }
 
 
 def _numpy_distmult_logits(ent, rel, x):
@@ -37,7 +24,7 @@ def _numpy_distmult_logits(ent, rel, x):
 
 def test_logits_and_joint_loss_match_numpy():
     rng = np.random.default_rng(0)
-    x = _features(rng)
+    x = sampled_batch(rng)
     x["valid_negative"][0, 0] = False  # one accidental hit: must not count
     model = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=6, joint=True, alpha=0.7)
     out = model(x)
@@ -64,7 +51,7 @@ def test_baseline_has_no_pair_head():
     model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, joint=False)
     assert model.pair_relations is None
     assert sorted(v.path.split("/")[-1] for v in model.weights) == ["entity_embeddings", "triple_relations"]
-    out = model(_features(np.random.default_rng(1)))
+    out = model(sampled_batch(np.random.default_rng(1)))
     assert set(out) == {"triple"}
 
 
@@ -73,7 +60,7 @@ def test_shared_negatives_score_like_per_triple_negatives(name):
     """Scoring shared candidates by matmul equals scoring them as per-triple candidates."""
     rng = np.random.default_rng(2)
     b, c, k = 6, 3, 4
-    x = _features(rng, b=b, k=k)
+    x = sampled_batch(rng, b=b, k=k)
     shared = rng.integers(12, size=(b // c, k)).astype(np.int32)
     shared_tail = rng.random((b, k)) < 0.5  # per positive: the side may differ within a chunk
     model = JoBiModel(num_entities=12, num_relations=3, model=name, dim=4, joint=True)
@@ -106,7 +93,7 @@ def test_one_side_per_positive_path_gives_the_per_candidate_logits(name, shared)
     """``positive_corrupt_tail`` only skips the unused side's scores; logits are unchanged."""
     rng = np.random.default_rng(4)
     b, c, k = 6, 3, 4
-    x = _features(rng, b=b, k=k)
+    x = sampled_batch(rng, b=b, k=k)
     side = rng.random(b) < 0.5
     x["corrupt_tail"] = np.repeat(side[:, None], k, 1)
     if shared:
@@ -123,7 +110,7 @@ def test_one_side_per_positive_path_gives_the_per_candidate_logits(name, shared)
 
 def test_full_softmax_logits_are_scores_of_every_entity():
     rng = np.random.default_rng(3)
-    x = _features(rng)
+    x = sampled_batch(rng)
     model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, loss="full-softmax")
     out = model({"triples": x["triples"]})
     every = np.arange(12)
@@ -136,7 +123,7 @@ def test_full_softmax_logits_are_scores_of_every_entity():
 
 def test_gradients_of_the_entity_table_are_sparse():
     """Only looked-up rows get gradients: the table's gradient arrives as IndexedSlices."""
-    x = _features(np.random.default_rng(4))
+    x = sampled_batch(np.random.default_rng(4))
     model = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=4, joint=True)
     with tf.GradientTape() as tape:
         loss = model.compute_loss(x=x, y_pred=model(x))
@@ -148,7 +135,7 @@ def test_training_reads_table_rows_not_whole_tables():
     """The traced step gathers rows from the variables (ResourceGather) and never reads a whole
     table: a whole read held while the optimizer scatters rows makes TensorFlow copy the table
     (without XLA, seconds per step at 2M rows)."""
-    x = _features(np.random.default_rng(5))
+    x = sampled_batch(np.random.default_rng(5))
     model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, joint=True)
     model(x)
 
@@ -205,7 +192,7 @@ def test_bad_arguments_name_themselves():
 
 
 def test_regularization_adds_the_mean_normalised_norm_of_the_rows_used():
-    x = _features(np.random.default_rng(5))
+    x = sampled_batch(np.random.default_rng(5))
     plain = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=6)
     reg = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=6, regularization=0.3)
     for a, b in zip(reg.weights, plain.weights, strict=True):
@@ -233,7 +220,7 @@ def _numpy_cubed_norm(model: str, x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("model", ["distmult", "complex", "simple"])
 @pytest.mark.parametrize("joint", [False, True])
 def test_n3_adds_the_cubed_moduli_of_the_positive_rows_only(model, joint):
-    x = _features(np.random.default_rng(6))
+    x = sampled_batch(np.random.default_rng(6))
     plain = JoBiModel(num_entities=12, num_relations=3, model=model, dim=6, joint=joint)
     reg = JoBiModel(
         num_entities=12, num_relations=3, model=model, dim=6, joint=joint, regularization=0.05, regularizer="n3"
@@ -270,8 +257,8 @@ def _numpy_score(model: str, a: np.ndarray, rel: np.ndarray, b: np.ndarray) -> n
     )
 
 
-def _reciprocal_features(rng, b=6, k=5):
-    x = _features(rng, b=b, k=k)
+def _reciprocalsampled_batch(rng, b=6, k=5):
+    x = sampled_batch(rng, b=b, k=k)
     side = rng.random(b) < 0.5
     side[:2] = [True, False]  # both sides present
     x["corrupt_tail"] = np.repeat(side[:, None], k, 1)
@@ -286,7 +273,7 @@ def test_reciprocal_ranks_a_head_corruption_with_the_inverse_relation(model):
     """Tail side: ``s(h, r, ·)``; head side: ``s(t, r⁻¹, ·)`` for the positive and every candidate,
     in both heads, with the inverse of ``r`` at row ``r + R`` of each relation table."""
     rng = np.random.default_rng(8)
-    x = _reciprocal_features(rng)
+    x = _reciprocalsampled_batch(rng)
     m = JoBiModel(num_entities=12, num_relations=3, model=model, dim=4, joint=True, reciprocal=True)
     assert m.triple_relations.shape[0] == m.pair_relations.shape[0] == 6
     out = m(x)
@@ -313,7 +300,7 @@ def test_reciprocal_ranks_a_head_corruption_with_the_inverse_relation(model):
 
 
 def test_reciprocal_sampled_softmax_needs_one_side_per_positive():
-    x = _reciprocal_features(np.random.default_rng(9))
+    x = _reciprocalsampled_batch(np.random.default_rng(9))
     del x["positive_corrupt_tail"]
     m = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, reciprocal=True)
     with pytest.raises(ValueError, match="positive_corrupt_tail"):
@@ -330,7 +317,7 @@ def test_reciprocal_sampled_softmax_needs_one_side_per_positive():
 
 
 def test_reciprocal_full_softmax_scores_heads_with_the_inverse_relation():
-    x = _features(np.random.default_rng(10))
+    x = sampled_batch(np.random.default_rng(10))
     m = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, loss="full-softmax", reciprocal=True)
     out = m({"triples": x["triples"]})
     ent, rel = m.entity_embeddings.numpy(), m.triple_relations.numpy()
@@ -347,7 +334,7 @@ def test_reciprocal_full_softmax_scores_heads_with_the_inverse_relation():
 def test_reciprocal_n3_penalises_the_relation_rows_the_positive_was_scored_with(loss):
     """Sampled: the forward row for a tail corruption, the inverse for a head one; full
     softmax scores both queries, so both rows."""
-    x = _reciprocal_features(np.random.default_rng(11))
+    x = _reciprocalsampled_batch(np.random.default_rng(11))
     if loss == "full-softmax":
         x = {"triples": x["triples"], "positive_corrupt_tail": x["positive_corrupt_tail"]}
     kw = dict(num_entities=12, num_relations=3, model="complex", dim=4, reciprocal=True, loss=loss)

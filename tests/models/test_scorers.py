@@ -25,7 +25,7 @@ def _numpy_score(name: str, h: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.n
 
 
 @pytest.mark.parametrize("name", sorted(SCORERS))
-def test_score_and_both_queries_match_numpy(name):
+def test_score_and_all_three_queries_match_numpy(name):
     rng = np.random.default_rng(0)
     scorer = get_scorer(name)
     dim = 5
@@ -39,6 +39,8 @@ def test_score_and_both_queries_match_numpy(name):
     head_q = scorer.head_query(as_tf[1], as_tf[2]).numpy()
     np.testing.assert_allclose(np.sum(tail_q * t, axis=1), expected, rtol=1e-10)
     np.testing.assert_allclose(np.sum(head_q * h, axis=1), expected, rtol=1e-10)
+    relation_q = scorer.relation_query(as_tf[0], as_tf[2]).numpy()
+    np.testing.assert_allclose(np.sum(relation_q * r, axis=1), expected, rtol=1e-10)
 
 
 def test_widths_follow_the_papers_code():

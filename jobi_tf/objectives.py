@@ -1,0 +1,304 @@
+"""Training objectives: what each head of `JoBiModel` is trained to do, as objects.
+
+An objective owns the sampler features it reads (`Objective.features`), the logits it asks
+of the model (`Objective.logits`) and its loss (`Objective.loss`); `JoBiModel` keeps the
+tables and the queries and holds one objective per head. A new loss is a new subclass here
+(or in the user's code), passed to ``JoBiModel(objective=...)``: nothing else changes.
+
+Objectives read candidate scores from a `ScoredBatch`, which computes each kind of score at
+most once per batch for every head at the same time (one einsum over the stacked triple and
+pair queries), so two heads cost one pass over the candidate rows.
+
+Losses are Keras losses so that Keras reduces them: averaged over the batch and divided by
+the number of replicas under ``tf.distribute``, which keeps gradients right under
+``MirroredStrategy`` (a hand-written ``reduce_mean`` would make them N times too large).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import keras
+import tensorflow as tf
+
+from jobi_tf.types import HEAD, RELATION, TAIL
+
+if TYPE_CHECKING:
+    from jobi_tf.models.jobi import JoBiModel
+
+__all__ = [
+    "Objective",
+    "SampledSoftmax",
+    "FullSoftmax",
+    "PairBCE",
+    "RelationPrediction",
+    "ScoredBatch",
+    "OBJECTIVES",
+    "get_objective",
+]
+
+#: Logit given to a sampled candidate that is not a negative (it equals the positive).
+MASKED_LOGIT = -1e9
+
+TRIPLE_HEAD, PAIR_HEAD = 0, 1
+
+
+class ScoredBatch:
+    """One batch's queries, and the candidate scores objectives ask for, computed once.
+
+    Args:
+        model: the model whose tables and scorer score the batch.
+        features: the sampler's feature dict (``triples`` and whatever the objectives read).
+
+    Attributes:
+        head_q, tail_q: ``[B, S, W]`` queries of every head in use (S = 1 or 2: triple, pair).
+        rows: the positive's ``head``, ``tail``, ``relation`` rows (triple head) and, with
+            ``reciprocal``, ``inverse``.
+        penalty_rows: the rows a batch's scores used, for the regularizer: ``positive``
+            ``[B, W]`` rows (the relation row the positive was scored with) and sampled
+            ``candidates`` ``[B, K, W]`` once sampled scores were computed.
+    """
+
+    def __init__(self, model: JoBiModel, features: dict[str, tf.Tensor]) -> None:
+        self.model = model
+        self.features = features
+        self.head_q, self.tail_q, self.rows = model.queries(features["triples"])
+        self.penalty_rows = {"positive": [self.rows["head"], self.rows["tail"], self.rows["relation"]]}
+        self.candidate_rows: list[tf.Tensor] = []
+        self._sampled: tf.Tensor | None = None
+        self._all: tuple[tf.Tensor, tf.Tensor] | None = None
+
+    def sampled(self) -> tf.Tensor:
+        """``[B, S, 1 + K]``: column 0 the positive, then the sampled candidates (per-triple,
+        then shared), each scored from the side the sampler corrupted."""
+        if self._sampled is None:
+            self._sampled = self._score_sampled()
+        return self._sampled
+
+    def all_entities(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """``([B, S, E], [B, S, E])``: every entity scored as the tail, then as the head."""
+        if self._all is None:
+            scorer, table = self.model.scorer, self.model.entity_embeddings
+            self._all = scorer.score_candidates(self.tail_q, table), scorer.score_candidates(self.head_q, table)
+        return self._all
+
+    def _score_sampled(self) -> tf.Tensor:
+        model, features, rows = self.model, self.features, self.rows
+        head_q, tail_q, score = self.head_q, self.tail_q, model.scorer.score_candidates
+        pos = tf.reduce_sum(tail_q * rows["tail"][:, None, :], -1)  # [B, S]
+        # With one corrupted side per positive, pick that side's query once and score every
+        # candidate with it; otherwise score each candidate both ways and select per candidate.
+        one_side = features.get("positive_corrupt_tail")
+        if one_side is not None:
+            query = tf.where(one_side[:, None, None], tail_q, head_q)
+        if model.reciprocal:
+            if one_side is None:
+                raise ValueError("a reciprocal model needs `positive_corrupt_tail` (one corrupted side per positive)")
+            # A head corruption is ranked by the inverse query, the positive included.
+            pos = tf.reduce_sum(query * tf.where(one_side[:, None], rows["tail"], rows["head"])[:, None, :], -1)
+            self.penalty_rows["positive"][2] = tf.where(one_side[:, None], rows["relation"], rows["inverse"])
+        parts = []
+        if "candidates" in features:
+            cand = model.entity_rows(features["candidates"])  # [B, K_b, W]
+            if one_side is not None:
+                parts.append(score(query, cand))
+            else:
+                by_tail, by_head = score(tail_q, cand), score(head_q, cand)
+                parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
+            self.candidate_rows.append(cand)
+        if "shared_candidates" in features:
+            shared = model.entity_rows(features["shared_candidates"])  # [G, K_u, W]
+            groups = tf.shape(shared)[0]
+            shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
+            if one_side is not None:
+                mixed = score(tf.reshape(query, shape_g), shared)
+            else:
+                by_head = score(tf.reshape(head_q, shape_g), shared)
+                by_tail = score(tf.reshape(tail_q, shape_g), shared)
+                side = tf.reshape(features["shared_corrupt_tail"], [groups, -1, 1, tf.shape(shared)[1]])
+                mixed = tf.where(side, by_tail, by_head)  # side: [G, C, 1, K_u]
+            parts.append(tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0)))
+        if not parts:
+            raise ValueError(
+                "sampled training needs `candidates` or `shared_candidates`: build the batches with "
+                "jobi_tf.sampling.make_train_dataset"
+            )
+        return tf.concat([pos[:, :, None], tf.concat(parts, axis=-1)], axis=-1)
+
+
+class Objective:
+    """One head's objective: the features it reads, its logits and its loss.
+
+    Subclasses set ``name`` (the prefix of their logits in the model's output and of their
+    loss in the logs, e.g. ``triple`` → ``triple_loss``) and ``candidates`` (``"sampled"``:
+    the positive and the sampler's negatives; ``"all"``: every entity, 1-vs-all), and
+    implement `logits` and `loss`.
+
+    Args:
+        head: whose queries are trained: `TRIPLE_HEAD` (0) or `PAIR_HEAD` (1).
+        name: overrides the class's default name.
+    """
+
+    candidates: str = "sampled"
+    default_name: ClassVar[str] = "triple"
+    #: Features the objective reads besides ``triples`` (the model checks they are there).
+    features: tuple[str, ...] = ()
+
+    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None) -> None:
+        self.head = head
+        self.name = name or self.default_name
+
+    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
+        """The logits this objective's loss reads, keyed ``name`` or ``name_<part>``."""
+        raise NotImplementedError
+
+    def loss(self, features: dict[str, tf.Tensor], logits: dict[str, tf.Tensor]) -> tf.Tensor:
+        """A scalar, reduced as a Keras loss is (see the module docstring)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(head={self.head}, name={self.name!r})"
+
+
+class SampledSoftmax(Objective):
+    """Negative log-likelihood of the positive in a softmax over it and its sampled negatives.
+
+    ``L = logsumexp(logits) - logits[0]`` per positive, batch-averaged; a candidate equal to
+    the positive (``valid_negative`` False) is masked out of the softmax.
+    """
+
+    features = ("valid_negative",)
+
+    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None) -> None:
+        super().__init__(head, name)
+        self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{self.name}_loss")
+
+    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
+        valid = tf.pad(batch.features["valid_negative"], [[0, 0], [1, 0]], constant_values=True)
+        return {self.name: tf.where(valid, batch.sampled()[:, self.head], MASKED_LOGIT)}
+
+    def loss(self, features, logits):
+        return self._loss(tf.zeros_like(features["triples"][:, 0]), logits[self.name])
+
+
+class FullSoftmax(Objective):
+    """1-vs-all: the true tail in a softmax over every entity, plus the same for the head.
+
+    Args:
+        label_smoothing: ε: the target puts ``1 - ε`` on the true entity and spreads ε
+            evenly over all of them (LibKGE's and ConvE's option); 0 is the plain softmax.
+    """
+
+    candidates = "all"
+
+    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None, label_smoothing: float = 0.0) -> None:
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1). Received: label_smoothing={label_smoothing!r}")
+        super().__init__(head, name)
+        self.label_smoothing = label_smoothing
+        self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{self.name}_loss")
+
+    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
+        tail, head = batch.all_entities()
+        return {f"{self.name}_tail": tail[:, self.head], f"{self.name}_head": head[:, self.head]}
+
+    def loss(self, features, logits):
+        triples = features["triples"]
+        return self._direction(triples[:, TAIL], logits[f"{self.name}_tail"]) + self._direction(
+            triples[:, HEAD], logits[f"{self.name}_head"]
+        )
+
+    def _direction(self, targets: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+        nll = self._loss(targets, logits)
+        if not self.label_smoothing:
+            return nll
+        # Cross-entropy against the uniform target: logsumexp(s) - mean(s), reduced as ``nll``.
+        uniform = replica_share(tf.reduce_mean(tf.reduce_logsumexp(logits, axis=-1) - tf.reduce_mean(logits, axis=-1)))
+        return (1.0 - self.label_smoothing) * nll + self.label_smoothing * uniform
+
+
+class PairBCE(Objective):
+    """JoBi's pair loss: binary cross-entropy of the pair head's logits against pair labels.
+
+    A label is 1 when both the (head, relation) and (relation, tail) pairs of the candidate
+    triple occur in training. Over sampled candidates the positive itself is included with
+    label 1 and the mean runs over the positive and its negatives; over all entities
+    (``candidates="all"``), labels are the sampler's dense ``pair_labels_tail`` /
+    ``pair_labels_head`` and both directions are summed.
+
+    Args:
+        candidates: ``"sampled"`` or ``"all"``: score the same candidates as the triple head.
+    """
+
+    default_name = "pair"
+
+    def __init__(self, candidates: str = "sampled", head: int = PAIR_HEAD, name: str | None = None) -> None:
+        if candidates not in ("sampled", "all"):
+            raise ValueError(f"candidates must be 'sampled' or 'all'. Received: candidates={candidates!r}")
+        super().__init__(head, name)
+        self.candidates = candidates
+        self.features = ("pair_labels",) if candidates == "sampled" else ("pair_labels_tail", "pair_labels_head")
+        self._loss = keras.losses.BinaryCrossentropy(from_logits=True, name=f"{self.name}_loss")
+
+    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
+        if self.candidates == "sampled":
+            return {self.name: batch.sampled()[:, self.head]}
+        tail, head = batch.all_entities()
+        return {f"{self.name}_tail": tail[:, self.head], f"{self.name}_head": head[:, self.head]}
+
+    def loss(self, features, logits):
+        if self.candidates == "all":
+            return self._loss(features["pair_labels_tail"], logits[f"{self.name}_tail"]) + self._loss(
+                features["pair_labels_head"], logits[f"{self.name}_head"]
+            )
+        labels = tf.pad(features["pair_labels"], [[0, 0], [1, 0]], constant_values=1.0)
+        return self._loss(labels, logits[self.name])
+
+
+class RelationPrediction(Objective):
+    """Auxiliary: the true relation of ``(h, ?, t)`` in a softmax over every row of the
+    triple head's relation table (Chen et al., AKBC 2021: relation prediction as an
+    auxiliary training objective; with ``reciprocal`` the inverse rows are candidates too,
+    as in their code). Its weight is the model's ``relation_prediction``.
+    """
+
+    default_name = "relation"
+    candidates = "relations"
+
+    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None) -> None:
+        super().__init__(head, name)
+        self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{self.name}_loss")
+
+    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
+        model = batch.model
+        query = model.scorer.relation_query(batch.rows["head"], batch.rows["tail"])  # [B, W]
+        return {self.name: model.scorer.score_candidates(query, model.triple_relations)}  # [B, R]
+
+    def loss(self, features, logits):
+        return self._loss(features["triples"][:, RELATION], logits[self.name])
+
+
+def replica_share(value: tf.Tensor) -> tf.Tensor:
+    """A per-replica batch mean → its share of the global mean (what Keras losses do)."""
+    return value / tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, value.dtype)
+
+
+#: The triple head's objectives by their ``--loss`` name.
+OBJECTIVES: dict[str, type[Objective]] = {"sampled-softmax": SampledSoftmax, "full-softmax": FullSoftmax}
+
+
+def get_objective(loss: str | Objective, label_smoothing: float = 0.0) -> Objective:
+    """The triple head's objective for a ``--loss`` name (an `Objective` is returned as is).
+
+    ``label_smoothing`` applies to ``full-softmax`` only (a sampled softmax has no fixed
+    set of classes to spread it over).
+    """
+    if isinstance(loss, Objective):
+        return loss
+    if loss not in OBJECTIVES:
+        raise ValueError(f"loss must be one of {sorted(OBJECTIVES)}. Received: loss={loss!r}")
+    if label_smoothing:
+        if OBJECTIVES[loss] is not FullSoftmax:
+            raise ValueError(f"label_smoothing needs loss='full-softmax'. Received: loss={loss!r}")
+        return FullSoftmax(label_smoothing=label_smoothing)
+    return OBJECTIVES[loss]()

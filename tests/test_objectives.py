@@ -1,0 +1,161 @@
+"""Objectives as objects, the scoring hook, and what the model accepts as input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from random_batches import sampled_batch
+
+from jobi_tf.models import JoBiModel, get_scorer
+from jobi_tf.objectives import FullSoftmax, Objective, PairBCE, SampledSoftmax, ScoredBatch, get_objective
+
+
+class MarginRanking(Objective):
+    """A user's own objective, defined outside the library: mean hinge ``max(0, 1 - s+ + s-)``."""
+
+    features = ("valid_negative",)
+
+    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
+        return {self.name: batch.sampled()[:, self.head]}
+
+    def loss(self, features, logits):
+        scores = logits[self.name]
+        hinge = tf.nn.relu(1.0 - scores[:, :1] + scores[:, 1:])
+        valid = tf.cast(features["valid_negative"], scores.dtype)
+        return tf.reduce_sum(hinge * valid) / tf.reduce_sum(valid)
+
+
+def test_a_users_objective_needs_no_change_to_the_library():
+    rng = np.random.default_rng(0)
+    x = sampled_batch(rng)
+    model = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=6, loss=MarginRanking())
+    out = model(x)
+    ent, rel = model.entity_embeddings.numpy(), model.triple_relations.numpy()
+    h, r, t = (x["triples"][:, i] for i in range(3))
+    pos = np.sum(ent[h] * rel[r] * ent[t], 1)
+    c = ent[x["candidates"]]
+    as_tail, as_head = np.einsum("bd,bkd->bk", ent[h] * rel[r], c), np.einsum("bd,bkd->bk", rel[r] * ent[t], c)
+    neg = np.where(x["corrupt_tail"], as_tail, as_head)
+    hinge = np.maximum(0, 1 - pos[:, None] + neg)[x["valid_negative"]]
+    np.testing.assert_allclose(float(model.compute_loss(x=x, y_pred=out)), hinge.mean(), rtol=1e-5)
+    assert model.get_config()["loss"] is None  # not a registered name: passed again when loading
+
+    model.compile(optimizer="sgd")
+    before = model.entity_embeddings.numpy().copy()
+    model.fit(tf.data.Dataset.from_tensors(x), epochs=1, verbose=0, shuffle=False)
+    assert not np.allclose(model.entity_embeddings.numpy(), before)
+
+
+def test_heads_hold_one_objective_each_scoring_the_same_candidates():
+    sampled = JoBiModel(num_entities=5, num_relations=2, dim=2, joint=True)
+    assert [type(o) for o in sampled.objectives] == [SampledSoftmax, PairBCE]
+    assert [o.head for o in sampled.objectives] == [0, 1]
+    full = JoBiModel(num_entities=5, num_relations=2, dim=2, joint=True, loss="full-softmax")
+    assert [type(o) for o in full.objectives] == [FullSoftmax, PairBCE]
+    assert full.pair_objective.candidates == "all"
+    assert full.pair_objective.features == ("pair_labels_tail", "pair_labels_head")
+    with pytest.raises(ValueError, match="loss="):
+        get_objective("margin")
+    with pytest.raises(ValueError, match="candidates="):
+        PairBCE(candidates="some")
+
+
+def test_both_heads_share_one_pass_over_the_candidates():
+    """The pair and triple heads' sampled logits come from one stacked einsum per candidate kind."""
+    x = sampled_batch(np.random.default_rng(1))
+    model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, joint=True)
+
+    @tf.function
+    def logits(x):
+        return model(x)
+
+    graph = logits.get_concrete_function({k: tf.constant(v) for k, v in x.items()}).graph
+    einsums = [op for op in graph.get_operations() if op.type in ("Einsum", "BatchMatMulV2", "BatchMatMulV3")]
+    assert len(einsums) == 2  # candidates scored as tails and as heads, both heads at once
+
+
+@pytest.mark.parametrize(
+    ("q_shape", "rows_shape", "spec"),
+    [
+        ((4, 6), (9, 6), "bw,nw->bn"),  # evaluation, export: every entity
+        ((4, 2, 6), (9, 6), "bsw,nw->bsn"),  # 1-vs-all training, both heads
+        ((4, 2, 6), (4, 5, 6), "bsw,bkw->bsk"),  # per-triple candidates
+        ((3, 4, 2, 6), (3, 5, 6), "gcsw,gkw->gcsk"),  # shared candidates, groups of 4
+    ],
+)
+def test_score_candidates_is_the_dot_product_for_every_shape(q_shape, rows_shape, spec):
+    rng = np.random.default_rng(2)
+    q, rows = rng.normal(size=q_shape).astype(np.float32), rng.normal(size=rows_shape).astype(np.float32)
+    got = get_scorer("complex").score_candidates(tf.constant(q), tf.constant(rows)).numpy()
+    np.testing.assert_allclose(got, np.einsum(spec, q, rows), rtol=1e-5, atol=1e-5)
+
+
+def test_penalties_reach_the_loss_through_add_loss():
+    x = sampled_batch(np.random.default_rng(3))
+    model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, regularization=0.1, regularizer="n3")
+    plain = float(SampledSoftmax().loss(x, model(x)))
+    assert len(model.losses) == 1
+    total = float(model.compute_loss(x=x, y_pred=model(x)))
+    np.testing.assert_allclose(total, plain + float(model.losses[0]), rtol=1e-6)
+    unregularized = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4)
+    unregularized(x)
+    assert unregularized.losses == []
+
+
+def test_the_model_scores_id_triples_and_names_the_sampler_for_training():
+    x = sampled_batch(np.random.default_rng(4))
+    model = JoBiModel(num_entities=12, num_relations=3, model="simple", dim=4, joint=True)
+    triples = x["triples"]
+    np.testing.assert_allclose(model(triples).numpy(), model.score_triples(triples).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(model.predict(triples, verbose=0), model.score_triples(triples).numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"int \[B, 3\].*make_train_dataset"):
+        model(np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match=r"\['pair_labels', 'valid_negative'\].*make_train_dataset"):
+        model({"triples": triples})
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def test_full_softmax_label_smoothing_matches_numpy():
+    x = {"triples": sampled_batch(np.random.default_rng(5))["triples"]}
+    eps = 0.1
+    kw = dict(num_entities=12, num_relations=3, model="complex", dim=4)
+    model = JoBiModel(**kw, loss="full-softmax", label_smoothing=eps)
+    out = model(x)
+    h, t = x["triples"][:, 0], x["triples"][:, 2]
+    expected = 0.0
+    for logits, target in ((out["triple_tail"].numpy(), t), (out["triple_head"].numpy(), h)):
+        smooth = np.full(logits.shape, eps / logits.shape[1])
+        smooth[np.arange(len(target)), target] += 1 - eps
+        expected += np.mean(-(smooth * _log_softmax(logits.astype(np.float64))).sum(1))
+    np.testing.assert_allclose(float(model.compute_loss(x=x, y_pred=out)), expected, rtol=1e-5)
+    with pytest.raises(ValueError, match="label_smoothing needs loss='full-softmax'"):
+        JoBiModel(**kw, label_smoothing=eps)
+    assert JoBiModel.from_config(model.get_config()).objective.label_smoothing == eps
+
+
+@pytest.mark.parametrize("reciprocal", [False, True])
+def test_relation_prediction_is_a_softmax_over_the_relation_table(reciprocal):
+    rng = np.random.default_rng(6)
+    x = sampled_batch(rng)
+    x["positive_corrupt_tail"] = rng.random(4) < 0.5
+    kw = dict(num_entities=12, num_relations=3, model="complex", dim=4, reciprocal=reciprocal)
+    plain, aux = JoBiModel(**kw), JoBiModel(**kw, relation_prediction=4.0)
+    for a, b in zip(aux.weights, plain.weights, strict=True):
+        a.assign(b)
+    out = aux(x)
+    ent, rel = aux.entity_embeddings.numpy(), aux.triple_relations.numpy()
+    h, r, t = (x["triples"][:, i] for i in range(3))
+    hc, tc = ent[h][:, :4] + 1j * ent[h][:, 4:], ent[t][:, :4] + 1j * ent[t][:, 4:]
+    relc = rel[:, :4] + 1j * rel[:, 4:]
+    logits = np.real(np.einsum("bd,rd,bd->br", hc, relc, np.conj(tc)))  # Re(<h, r, conj(t)>) for every row r
+    assert logits.shape == (4, 6 if reciprocal else 3)
+    np.testing.assert_allclose(out["relation"].numpy(), logits, rtol=1e-4, atol=1e-5)
+    l_rel = np.mean(-_log_softmax(logits)[np.arange(4), r])
+    expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 4.0 * l_rel
+    np.testing.assert_allclose(float(aux.compute_loss(x=x, y_pred=out)), expected, rtol=1e-5)
+    np.testing.assert_allclose(float(aux.relation_loss_tracker.result()), l_rel, rtol=1e-5)
