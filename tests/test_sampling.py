@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from jobi_tf import sampling
 from jobi_tf.config import SamplerConfig
 from jobi_tf.errors import ConfigError
 from jobi_tf.sampling import NegativeSampler, make_train_dataset, steps_per_epoch
@@ -373,7 +374,9 @@ def test_unknown_corrupt_side_names_the_flag():
 # -- full softmax --------------------------------------------------------------------------
 
 
-def test_full_softmax_dense_pair_labels(small_typed_index):
+@pytest.mark.parametrize("table_limit", [1 << 28, 0])  # the [relations, entities] table, and the key search
+def test_full_softmax_dense_pair_labels(small_typed_index, table_limit, monkeypatch):
+    monkeypatch.setattr(sampling, "DENSE_SLOT_TABLE_BYTES", table_limit)
     index = small_typed_index
     cfg = SamplerConfig(batch_size=16, neg=1)
     (x,) = _take(make_train_dataset(index, cfg, seed=0, full_softmax=True, joint=True), 1)
