@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -149,6 +150,54 @@ def _stop_on_signals(guard: StopGuard):
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+class Throughput(keras.callbacks.Callback):
+    """Positives per second of each epoch, added to the epoch's logs (TensorBoard, history).
+
+    Two figures, both over the training steps only (validation excluded):
+    ``positives_per_second`` is the epoch's positives over its wall time;
+    ``positives_per_second_median`` is the median over windows of `WINDOW_POSITIVES`
+    positives, which a busy neighbour on a shared machine moves less (the first window,
+    where XLA compiles, is left out when there are others).
+
+    Args:
+        batch_size: positives per step.
+    """
+
+    WINDOW_POSITIVES = 75_000
+
+    def __init__(self, batch_size: int) -> None:
+        super().__init__()
+        self.batch_size = batch_size
+        self._ends: list[float] = []
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._ends = [time.perf_counter()]
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self._ends.append(time.perf_counter())
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        steps = len(self._ends) - 1
+        if logs is None or steps < 1:
+            return
+        seconds = self._ends[-1] - self._ends[0]
+        per_window = max(1, self.WINDOW_POSITIVES // self.batch_size)
+        edges = self._ends[::per_window]
+        rates = [per_window * self.batch_size / (b - a) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        rates = rates[1:] if len(rates) > 1 else rates
+        logs["positives_per_second"] = steps * self.batch_size / seconds
+        logs["positives_per_second_median"] = statistics.median(rates) if rates else logs["positives_per_second"]
+        logger.info(
+            "epoch %d: %d steps in %.1f s, %.0f positives/s (median over windows of %d steps: %.0f)",
+            epoch + 1,
+            steps,
+            seconds,
+            logs["positives_per_second"],
+            per_window,
+            logs["positives_per_second_median"],
+        )
 
 
 class EvaluationCallback(keras.callbacks.Callback):
@@ -357,7 +406,7 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
         write=chief,
         guard=guard,
     )
-    callbacks = [guard, validation]
+    callbacks = [guard, Throughput(cfg.sampler.batch_size), validation]
     if chief:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=str(log_dir), update_freq="epoch", write_graph=False))
     if verbose is None:

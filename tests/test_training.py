@@ -39,6 +39,7 @@ def test_run_folder_holds_config_vocab_checkpoints_logs_and_metrics(tmp_path):
     assert metrics["epochs"] == 2 and metrics["train_seconds"] > 0
     assert [h["epoch"] for h in metrics["history"]] == [1, 2]
     assert "pair_loss" in metrics["history"][0] and "val_hits_at_10" in metrics["history"][0]
+    assert all(h["positives_per_second"] > 0 and h["positives_per_second_median"] > 0 for h in metrics["history"])
 
 
 def test_resumed_run_ends_where_an_uninterrupted_run_ends(tmp_path):
@@ -164,3 +165,20 @@ def test_weights_and_checkpoints_load_back_in_row_blocks(tmp_path, monkeypatch):
         checkpoints.load_weights(tmp_path / "w.npz", wrong)
     for v, b in zip(wrong.weights, before, strict=True):  # a mismatch changes nothing
         np.testing.assert_array_equal(v.numpy(), b)
+
+
+def test_throughput_is_the_epoch_mean_and_the_median_window(monkeypatch):
+    """100 steps of 10 positives, 0.1 s each except 10 slow ones of 1.1 s: mean 10 / 0.2 = 50 /s;
+    windows of 10 steps, the first (compilation) left out: 9 at 100 /s, so the median is 100."""
+    import jobi_tf.training as training
+
+    clock = iter(np.cumsum([0.0] + [1.1 if i in range(20, 30) else 0.1 for i in range(100)]))
+    monkeypatch.setattr(training.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(training.Throughput, "WINDOW_POSITIVES", 100)
+    callback, logs = training.Throughput(batch_size=10), {}
+    callback.on_epoch_begin(0)
+    for step in range(100):
+        callback.on_train_batch_end(step)
+    callback.on_epoch_end(0, logs)
+    assert logs["positives_per_second"] == pytest.approx(1000 / 20.0)
+    assert logs["positives_per_second_median"] == pytest.approx(100.0)

@@ -1,0 +1,134 @@
+"""Time per epoch of 1-vs-all training on FB15k-237 (kbc's recipe shape), against the matmul limit.
+
+Steps:
+1. Load FB15k-237 as ``jobi-tf train --dataset fb15k-237`` does.
+2. Measure, in this process, the machine's float32 matmul rate on the shape 1-vs-all uses:
+   ``[batch, width] x [width, entities]`` (XLA, all cores), median of 5.
+3. For each ``--dims`` rank and each head setting (baseline, then JoBi's two heads), train
+   ComplEx through the real pipeline (tf.data → `JoBiModel` → Keras ``fit``, XLA):
+   ``--loss full-softmax``, reciprocal relations, N3 0.05, Adagrad lr 0.1, batch 1000
+   (Lacroix et al.'s settings), ``--steps`` steps after ``--warmup`` (compilation). Median
+   step → seconds per epoch (``ceil(train / batch)`` steps).
+4. FLOPs per step: each positive scores every entity as tail and (inverse) head for every
+   head in use: ``2 directions x heads x batch x entities x width x 2``; the backward pass
+   takes twice that. The ratio to step 2's rate is the share of the matmul limit reached.
+5. One JSON line (CPU user/system seconds of each ``fit``; exit 1 if the kernel share > 10%).
+
+Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/one_vs_all_speed.py --dims 200 500 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, data_dir, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+from _clocks import BatchClock  # noqa: E402
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
+from jobi_tf.data.loading import load_index  # noqa: E402
+from jobi_tf.models import JoBiModel  # noqa: E402
+from jobi_tf.optimizers import make_optimizer  # noqa: E402
+from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
+
+
+def matmul_gflops(batch: int, width: int, entities: int, repeats: int = 5) -> float:
+    """float32 rate of ``[batch, width] x [width, entities]`` (XLA), the 1-vs-all scoring shape."""
+    a = tf.random.normal([batch, width])
+    b = tf.random.normal([entities, width])
+    fn = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b, transpose_b=True)), jit_compile=True)
+    fn().numpy()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn().numpy()
+        times.append(time.perf_counter() - start)
+    return 2 * batch * width * entities / statistics.median(times) / 1e9
+
+
+def one(index, dim: int, joint: bool, args: argparse.Namespace) -> dict:
+    keras.utils.set_random_seed(0)
+    model = JoBiModel(
+        index.num_entities,
+        index.num_relations,
+        model="complex",
+        dim=dim,
+        joint=joint,
+        loss="full-softmax",
+        reciprocal=True,
+        regularization=0.05,
+        regularizer="n3",
+    )
+    model.compile(optimizer=make_optimizer("adagrad", 0.1), jit_compile=True)
+    dataset = make_train_dataset(index, SamplerConfig(batch_size=args.batch_size), full_softmax=True, joint=joint)
+    clock = BatchClock()
+    with Usage() as used:
+        total = args.warmup + args.steps
+        model.fit(dataset, epochs=1, steps_per_epoch=total, verbose=0, shuffle=False, callbacks=[clock])
+    ends = clock.ends[args.warmup - 1 :]
+    steps = [b - a for a, b in zip(ends[:-1], ends[1:], strict=True)]
+    step = statistics.median(steps)
+    heads = 2 if joint else 1
+    flops = 3 * 2 * heads * args.batch_size * index.num_entities * (2 * dim) * 2
+    return {
+        "rank": dim,
+        "joint": joint,
+        "median_step_ms": round(1000 * step, 1),
+        "seconds_per_epoch": round(step * steps_per_epoch(index, args.batch_size), 1),
+        "positives_per_s": round(args.batch_size / step),
+        "gflops": round(flops / step / 1e9, 1),
+        "cpu": used.record(),
+        "_usage": used,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir")
+    parser.add_argument("--dims", type=int, nargs="+", default=[200, 500, 1000])
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    folder = str(data_dir("fb15k-237", args.data_dir))
+    _, _, index = load_index(DataConfig(dataset="fb15k-237", data_dir=folder))
+    results = []
+    for dim in args.dims:
+        peak = matmul_gflops(args.batch_size, 2 * dim, index.num_entities)
+        for joint in (False, True):
+            result = one(index, dim, joint, args)
+            result["matmul_gflops_same_shape"] = round(peak, 1)
+            result["share_of_matmul_limit"] = round(result["gflops"] / peak, 2)
+            results.append(result)
+    usages = {f"rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}": r.pop("_usage") for r in results}
+    emit(
+        {
+            "bench": "one_vs_all_speed",
+            "metric": "seconds per FB15k-237 epoch of 1-vs-all training (median step x steps per epoch)",
+            "results": results,
+            "config": {
+                "model": "complex, reciprocal, n3 0.05, adagrad lr 0.1",
+                "batch_size": args.batch_size,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "steps_per_epoch": steps_per_epoch(index, args.batch_size),
+            },
+            "peak_rss_gib": round(peak_rss_gib(), 2),
+            "kernel_check": kernel_check(usages),
+            "tf": tf.__version__,
+            "cpus": os.cpu_count(),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()
