@@ -65,9 +65,8 @@ class NegativeSampler:
         self._head_count = tf.constant(heads.sizes(), tf.int64)
         self._tail_keys = tf.constant(tails.membership_keys(index.num_entities), tf.int64)
         self._head_keys = tf.constant(heads.membership_keys(index.num_entities), tf.int64)
+        self._index = index  # for the slot tables of 1-vs-all pair labels, built on first use
         self._slot_tables: tuple[tf.Tensor, tf.Tensor] | None = None
-        if index.num_relations * index.num_entities <= DENSE_SLOT_TABLE_BYTES:
-            self._slot_tables = (_slot_table(tails, index), _slot_table(heads, index))
 
     # -- pieces --------------------------------------------------------------------------
     def pair_labels(self, relations: tf.Tensor, entities: tf.Tensor, corrupt_tail: tf.Tensor) -> tf.Tensor:
@@ -115,10 +114,14 @@ class NegativeSampler:
 
         Returns ``pair_labels_tail`` and ``pair_labels_head``, float32 ``[B, num_entities]``.
         Each is one row gather from a ``[relations, entities]`` table of the training slots
-        (built once, while it takes at most `DENSE_SLOT_TABLE_BYTES`; larger graphs fall back
+        (built at the first call, so sampled training never pays for it, while it takes at
+        most `DENSE_SLOT_TABLE_BYTES`; larger graphs fall back
         to the sorted-key test, four binary searches per label). Only for graphs where ``B *
         num_entities`` floats fit a batch.
         """
+        index = self._index
+        if self._slot_tables is None and index.num_relations * index.num_entities <= DENSE_SLOT_TABLE_BYTES:
+            self._slot_tables = (_slot_table(index.train_tails, index), _slot_table(index.train_heads, index))
         if self._slot_tables is not None:
             tails, heads = self._slot_tables
             rel = triples[:, RELATION]

@@ -400,3 +400,11 @@ def test_full_softmax_dense_pair_labels(small_typed_index, table_limit, monkeypa
 def test_full_softmax_without_joint_yields_only_positives(small_typed_index):
     (x,) = _take(make_train_dataset(small_typed_index, SamplerConfig(batch_size=16), full_softmax=True), 1)
     assert set(x) == {"triples"} and x["triples"].shape == (16, 3)
+
+
+def test_sampled_training_builds_no_dense_slot_table(small_typed_index):
+    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=16, neg=4))
+    sampler(tf.constant(small_typed_index.train[:16], tf.int32), tf.constant(0, tf.int64))
+    assert sampler._slot_tables is None  # only 1-vs-all pair labels need it
+    sampler.dense_pair_labels(tf.constant(small_typed_index.train[:16], tf.int32))
+    assert sampler._slot_tables is not None
