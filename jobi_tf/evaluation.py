@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from jobi_tf.config import EvalConfig
 from jobi_tf.data.index import CSR, KGIndex
+from jobi_tf.data.keys import pack, sorted_contains
 from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = ["Ranks", "rank_metrics", "FilteredEvaluator"]
@@ -100,11 +101,11 @@ class FilteredEvaluator:
         ``head_queries(r, t)``; ranks of the head queries come first, then the tail queries.
         """
         triples = np.asarray(triples, dtype=np.int32)
-        r = np.int64(self.index.num_relations)
-        dirs = [(True, self.index.known_tails, triples[:, HEAD] * r + triples[:, RELATION], triples[:, TAIL])]
+        r = self.index.num_relations
+        dirs = [(True, self.index.known_tails, pack(triples[:, HEAD], triples[:, RELATION], r), triples[:, TAIL])]
         if not tails_only:
             dirs.insert(
-                0, (False, self.index.known_heads, triples[:, TAIL] * r + triples[:, RELATION], triples[:, HEAD])
+                0, (False, self.index.known_heads, pack(triples[:, TAIL], triples[:, RELATION], r), triples[:, HEAD])
             )
         n_batches = sum(-(-len(triples) // self.cfg.eval_batch_size) for _ in dirs)
         bar = _progress_bar(n_batches) if progress else None
@@ -217,12 +218,11 @@ class FilteredEvaluator:
         "Slot" is the asked side: the tails of the relation for a tail query, its heads for a
         head query (the entity sets JoBi's pair head and biased negatives are built from).
         """
-        e = np.int64(self.index.num_entities)
-        keys = ranks.relations.astype(np.int64) * e + getattr(ranks, of).astype(np.int64)
+        keys = pack(ranks.relations, getattr(ranks, of), self.index.num_entities)
         seen = np.where(
             ranks.tail_query,
-            _sorted_contains(self._slot_keys("tail"), keys),
-            _sorted_contains(self._slot_keys("head"), keys),
+            sorted_contains(self._slot_keys("tail"), keys),
+            sorted_contains(self._slot_keys("head"), keys),
         )
         return ~seen
 
@@ -262,14 +262,6 @@ def _count_above(scorer, q, entities, filtered, target_scores, target_cols):
 
 def _share(flags: np.ndarray) -> float:
     return float(np.mean(flags)) if len(flags) else float("nan")
-
-
-def _sorted_contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """``np.isin`` for a sorted haystack, without sorting it again."""
-    if len(sorted_keys) == 0:
-        return np.zeros(len(keys), bool)
-    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
-    return sorted_keys[pos] == keys
 
 
 def _read_target_scores(scorer, q, entities, target_cols):

@@ -44,6 +44,7 @@ import tensorflow as tf
 
 from jobi_tf.config import ExportConfig
 from jobi_tf.data.index import CSR
+from jobi_tf.data.keys import pack
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import ExportError
 from jobi_tf.models import JoBiModel
@@ -256,9 +257,8 @@ def _next_version(base: Path) -> int:
 
 def _known_facts(train: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
     """Training tails keyed by ``h * R + r`` and heads keyed by ``t * R + r``."""
-    train = train.astype(np.int64)
-    tails = CSR.from_pairs(train[:, HEAD] * num_relations + train[:, RELATION], train[:, TAIL])
-    heads = CSR.from_pairs(train[:, TAIL] * num_relations + train[:, RELATION], train[:, HEAD])
+    tails = CSR.from_pairs(pack(train[:, HEAD], train[:, RELATION], num_relations), train[:, TAIL])
+    heads = CSR.from_pairs(pack(train[:, TAIL], train[:, RELATION], num_relations), train[:, HEAD])
     return tails, heads
 
 

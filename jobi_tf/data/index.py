@@ -18,6 +18,7 @@ import logging
 import numpy as np
 
 from jobi_tf.data.fingerprints import unique_first
+from jobi_tf.data.keys import pack, sorted_contains
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import DatasetFormatError
 from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
@@ -80,8 +81,7 @@ class CSR:
 
     def membership_keys(self, num_values: int) -> np.ndarray:
         """Sorted int64 ``key * num_values + value`` of every pair, for vectorised ``in`` tests."""
-        group_of = np.repeat(self.keys, self.sizes())
-        return group_of * np.int64(num_values) + self.values
+        return pack(np.repeat(self.keys, self.sizes()), self.values, num_values)
 
 
 def _unique_pairs(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -137,8 +137,8 @@ class KGIndex:
             test=splits["test"].astype(np.int32),
             train_heads=CSR.from_pairs(train[:, RELATION], train[:, HEAD], dense_groups=r),
             train_tails=CSR.from_pairs(train[:, RELATION], train[:, TAIL], dense_groups=r),
-            known_tails=CSR.from_pairs(everything[:, HEAD] * r + everything[:, RELATION], everything[:, TAIL]),
-            known_heads=CSR.from_pairs(everything[:, TAIL] * r + everything[:, RELATION], everything[:, HEAD]),
+            known_tails=CSR.from_pairs(pack(everything[:, HEAD], everything[:, RELATION], r), everything[:, TAIL]),
+            known_heads=CSR.from_pairs(pack(everything[:, TAIL], everything[:, RELATION], r), everything[:, HEAD]),
         )
 
     def split(self, name: str) -> np.ndarray:
@@ -152,12 +152,11 @@ class KGIndex:
         1 when the substituted entity was seen in that slot of that relation in train: for a
         corrupted tail, ``entity in train_tails[relation]``; for a head, ``in train_heads``.
         """
-        e = np.int64(self.num_entities)
-        key = np.asarray(relations, np.int64) * e + np.asarray(entities, np.int64)
+        key = pack(relations, entities, self.num_entities)
         out = np.where(
             corrupt_tail,
-            np.isin(key, self.train_tails.membership_keys(self.num_entities)),
-            np.isin(key, self.train_heads.membership_keys(self.num_entities)),
+            sorted_contains(self.train_tails.membership_keys(self.num_entities), key),
+            sorted_contains(self.train_heads.membership_keys(self.num_entities), key),
         )
         return out.astype(np.float32)
 
