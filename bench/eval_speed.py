@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from jobi_tf.config import DataConfig  # noqa: E402
-from jobi_tf.data.loading import load_index  # noqa: E402
+from jobi_tf.loading import load_index  # noqa: E402
 from jobi_tf.evaluation import FilteredEvaluator  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 

@@ -35,7 +35,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
-from jobi_tf.data.loading import load_index  # noqa: E402
+from jobi_tf.loading import load_index  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import make_optimizer  # noqa: E402
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402

@@ -61,3 +61,11 @@ def progress_to_stderr():
     """Keras writes progress bars to stdout; keep stdout for results only."""
     with contextlib.redirect_stdout(sys.stderr):
         yield
+
+
+def start_tensorflow() -> None:
+    """Start TensorFlow before a command imports it, hiding a CPU machine's GPU-probe lines unless ``-v``."""
+    from jobi_tf.runtime import start_tensorflow as start
+
+    ctx = click.get_current_context(silent=True)
+    start(show_startup_logs=bool(ctx and ctx.obj and ctx.obj.get("verbose")))

@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 import click
-from jobi_tf.cli._errors import progress_to_stderr, reports_errors
+from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 from jobi_tf.cli.options import eval_options
 
 from jobi_tf.config import EvalConfig
@@ -27,6 +27,7 @@ __all__ = ["evaluate"]
 def evaluate(ctx: click.Context, run_dir: str, split: str, tails_only: bool, per_relation: bool, **flags) -> None:
     """Print MRR and Hits@1/3/10 (overall, head, tail) of RUN_DIR's best weights as JSON."""
     eval_cfg = EvalConfig(**flags)
+    start_tensorflow()
     from jobi_tf.training import load_run  # imports TensorFlow
 
     with progress_to_stderr():

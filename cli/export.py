@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
-from jobi_tf.cli._errors import progress_to_stderr, reports_errors
+from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 
 from jobi_tf.config import ExportConfig
+from jobi_tf.runs import RunFolder
 
 __all__ = ["export"]
 
@@ -46,11 +46,12 @@ def export(ctx: click.Context, run_dir: str, export_base: str, version: int | No
     Example: jobi-tf export runs/fb15k-237-complex-jobi-p0.3-seed0 --out exports/jobi
     """
     cfg = ExportConfig(version=version, force=force, filter_known=filter_known)
+    start_tensorflow()
     from jobi_tf.export import export_run  # imports TensorFlow
 
     with progress_to_stderr():
         result = export_run(run_dir, export_base, cfg)
-    checkpoint = Path(run_dir) / "checkpoint.npz"
+    checkpoint = RunFolder(run_dir).checkpoint
     summary = {
         "export_dir": str(result.path),
         "version": result.version,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
-from jobi_tf.cli._errors import progress_to_stderr, reports_errors
+from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 
+from jobi_tf.atomic import write_text_atomic
 from jobi_tf.errors import JobiError
 
 __all__ = ["grid"]
@@ -46,6 +46,7 @@ def grid(ctx: click.Context, spec_path: str, out: str, dry_run: bool, summary_on
         quiet = ctx.obj["quiet"]
 
         def train_cell(config, run_dir):
+            start_tensorflow()
             from jobi_tf.training import train  # imports TensorFlow
 
             with progress_to_stderr():
@@ -59,14 +60,7 @@ def grid(ctx: click.Context, spec_path: str, out: str, dry_run: bool, summary_on
     if not dry_run:
         if not out_dir.is_dir():
             raise JobiError(f"{out_dir}: no such grid folder")
-        _write_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-        _write_atomic(out_dir / "summary.md", markdown_table(summary) + "\n")
+        write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_text_atomic(out_dir / "summary.md", markdown_table(summary) + "\n")
         click.echo(markdown_table(summary), err=True)
     click.echo(json.dumps({"grid": str(out_dir), "select": summary["select"], "best": summary["best"]}))
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` whole: a stopped command never leaves half a summary."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

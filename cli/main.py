@@ -57,4 +57,4 @@ def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if verbose < 2:  # must be set before TensorFlow is imported
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    ctx.obj = {"quiet": quiet, "debug": debug}
+    ctx.obj = {"quiet": quiet, "debug": debug, "verbose": verbose}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import click
-from jobi_tf.cli._errors import reports_errors
+from jobi_tf.cli._errors import reports_errors, start_tensorflow
 
 __all__ = ["predict"]
 
@@ -20,6 +20,7 @@ def _predictor(model: str | None, server: str | None, model_name: str, model_ver
     if (model is None) == (server is None):
         raise click.UsageError("give exactly one of --model PATH (in-process) and --server URL")
     if model is not None:
+        start_tensorflow()
         return client.LocalPredictor(model)
     if server.startswith("grpc://"):
         return client.GrpcPredictor(server[len("grpc://") :], model_name, model_version, timeout)

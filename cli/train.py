@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import click
-from jobi_tf.cli._errors import progress_to_stderr, reports_errors
+from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 from jobi_tf.cli.options import eval_options
 
 from jobi_tf.config import (
@@ -235,6 +235,7 @@ def train(ctx: click.Context, **flags) -> None:
         seed=flags["seed"],
     )
     out = Path(flags["out"]) if flags["out"] else _default_out(cfg)
+    start_tensorflow()
     from jobi_tf.training import train as run_training  # imports TensorFlow
 
     with progress_to_stderr():

@@ -1,5 +1,7 @@
 """jobi-tf: JoBi (joint model with biased negatives) knowledge-graph completion in TensorFlow/Keras.
 
+The Python API (`jobi_tf.api`): ``load_dataset``, ``train`` → `Run`, ``load_run``.
+
 Importing the package sets TensorFlow's pooled CPU allocator as the default before
 TensorFlow starts (see `jobi_tf.runtime`); it does not import TensorFlow itself, so
 ``jobi-tf --help`` stays fast.
@@ -18,4 +20,6 @@ try:
 except _metadata.PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+from jobi_tf.api import Dataset, Embeddings, Run, load_dataset, load_run, train  # noqa: E402  (after the allocator)
+
+__all__ = ["__version__", "Dataset", "Embeddings", "Run", "load_dataset", "load_run", "train"]

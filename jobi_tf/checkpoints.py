@@ -19,24 +19,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from jobi_tf.atomic import replacing
 from jobi_tf.errors import CheckpointMismatchError, JobiError
 
-__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights", "write_json_atomic"]
-
-
-def write_json_atomic(path: str | os.PathLike[str], data: dict) -> None:
-    """``path`` as JSON, via a temporary file and a rename: never half a file."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        raise JobiError(f"{path}: cannot write ({exc.strerror or exc}); the previous version is kept") from None
+__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights"]
 
 
 #: Rows of a variable converted to NumPy at a time while it is written.
@@ -49,23 +35,14 @@ def _write_npz(path: Path, arrays: dict[str, object]) -> None:
     Variables are written a block of rows at a time: saving a 2M-row table and its two Adam
     moments then needs a few MB of extra memory, not a copy of each.
     """
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
+        with replacing(path, fsync=True) as tmp, open(tmp, "wb") as f:
             with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
                 for name, value in arrays.items():
                     with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
                         _write_npy(member, value, name)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except (OSError, _NonFinite) as exc:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
-        why = str(exc) if isinstance(exc, _NonFinite) else f"cannot write ({exc.strerror or exc})"
-        raise JobiError(f"{path}: {why}; the previous version is kept") from None
+    except _NonFinite as exc:
+        raise JobiError(f"{path}: {exc}; the previous version is kept") from None
 
 
 class _NonFinite(Exception):

@@ -23,6 +23,7 @@ __all__ = [
     "RunConfig",
     "SECTIONS",
     "ExportConfig",
+    "variant_name",
 ]
 
 MODELS = ("distmult", "complex", "simple")
@@ -34,6 +35,15 @@ MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
 INITS = ("table-glorot", "row-glorot")
 REGULARIZERS = ("l2", "n3")
 STRATEGIES = ("default", "mirrored", "multi-worker")  # see jobi_tf.distribute
+
+
+#: The paper's ablation names (its Table 4), in the order `variant_name` indexes them.
+VARIANTS = ("baseline", "biasedneg", "joint", "jobi")
+
+
+def variant_name(joint: bool, p: float) -> str:
+    """The paper's ablation name of a (joint, p) setting."""
+    return VARIANTS[2 * bool(joint) + (p > 0)]
 
 
 def _positive_int(field: str, value: int, minimum: int = 1) -> None:
@@ -63,14 +73,14 @@ class DataConfig:
     """Where triples come from: a named dataset, a folder, or the synthetic generator.
 
     Attributes:
-        dataset: a registered name (``fb15k-237``, ``wn18rr``, ..., ``synthetic``), or None
-            when ``data_dir`` is given.
+        dataset: a registered name (``fb15k-237``, ``wn18rr``, ..., ``synthetic``), or None:
+            the folder ``data_dir`` when it is given, else ``synthetic``.
         data_dir: a folder with ``train.txt``, ``valid.txt``, ``test.txt``; with a named
             benchmark it is used as the offline manual copy.
         synthetic_*: size of the synthetic typed KG.
     """
 
-    dataset: str | None = "synthetic"
+    dataset: str | None = None
     data_dir: str | None = None
     synthetic_entities: int = 2000
     synthetic_relations: int = 24
@@ -78,8 +88,12 @@ class DataConfig:
     synthetic_types: int = 6
 
     def __post_init__(self) -> None:
+        # Neither given: the built-in synthetic graph. A folder alone is that folder (it used
+        # to fall back to the synthetic graph silently).
         if self.dataset is None and self.data_dir is None:
-            raise ConfigError("dataset", "give --dataset NAME or --data-dir FOLDER")
+            object.__setattr__(self, "dataset", "synthetic")
+        if self.dataset == "synthetic" and self.data_dir is not None:
+            raise ConfigError("data_dir", f"has no meaning with the synthetic dataset. Received: {self.data_dir!r}")
         _positive_int("synthetic_entities", self.synthetic_entities, 10)
         _positive_int("synthetic_relations", self.synthetic_relations)
         _positive_int("synthetic_triples", self.synthetic_triples, 100)
@@ -293,6 +307,26 @@ class RunConfig:
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         optional = {"distribute"}  # runs saved before it existed get its defaults
         return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in SECTIONS.items() if k in d or k not in optional})
+
+    def hparams(self) -> dict[str, Any]:
+        """The hyper-parameters a run shows in TensorBoard's HParams view (``jobi-tf grid`` declares their domains)."""
+        return {
+            "model": self.model.model,
+            "variant": variant_name(self.model.joint, self.sampler.p),
+            "dim": self.model.dim,
+            "joint": self.model.joint,
+            "reciprocal": self.model.reciprocal,
+            "p": self.sampler.p,
+            "alpha": self.train.alpha,
+            "batch_size": self.sampler.batch_size,
+            "neg": self.sampler.neg,
+            "shared_negatives": self.sampler.shared_negatives,
+            "loss": self.train.loss,
+            "lr": self.train.lr,
+            "optimizer": self.train.optimizer,
+            "seed": self.seed,
+            "dataset": str(self.data.dataset or self.data.data_dir),
+        }
 
     def training_identity(self) -> dict[str, Any]:
         """The fields that must match to resume a run (evaluation settings may change)."""

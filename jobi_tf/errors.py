@@ -39,12 +39,21 @@ class DatasetFormatError(JobiError):
 
 
 class ConfigError(JobiError):
-    """A configuration field (and so the CLI flag of the same name) has a bad value."""
+    """A configuration field (and so the CLI flag of the same name) has a bad value.
 
-    def __init__(self, field: str, message: str) -> None:
+    The message names the flag (``--batch-size: ...``), what a CLI user typed; from Python
+    (`jobi_tf.train` and friends) `for_python` names the field (``batch_size: ...``).
+    """
+
+    def __init__(self, field: str, message: str, *, as_flag: bool = True) -> None:
         self.field = field
-        flag = "--" + field.replace("_", "-")
-        super().__init__(f"{flag}: {message}")
+        self.detail = message
+        name = "--" + field.replace("_", "-") if as_flag else field
+        super().__init__(f"{name}: {message}")
+
+    def for_python(self) -> ConfigError:
+        """The same error, naming the config field instead of the flag."""
+        return ConfigError(self.field, self.detail, as_flag=False)
 
 
 class CheckpointMismatchError(JobiError):

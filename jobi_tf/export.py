@@ -47,12 +47,22 @@ from jobi_tf.data.index import CSR
 from jobi_tf.data.keys import pack
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import ExportError
+from jobi_tf.loading import load_index
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import Scorer
-from jobi_tf.training import load_run
+from jobi_tf.runs import RunFolder
 from jobi_tf.types import HEAD, RELATION, TAIL
 
-__all__ = ["SIGNATURES", "ExportResult", "TripleScorerModule", "export_saved_model", "export_run", "directory_bytes"]
+__all__ = [
+    "SIGNATURES",
+    "ExportResult",
+    "TripleScorerModule",
+    "scorer_module",
+    "known_facts",
+    "export_saved_model",
+    "export_run",
+    "directory_bytes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -255,11 +265,37 @@ def _next_version(base: Path) -> int:
     return max(versions, default=0) + 1
 
 
-def _known_facts(train: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
+def known_facts(train: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
     """Training tails keyed by ``h * R + r`` and heads keyed by ``t * R + r``."""
     tails = CSR.from_pairs(pack(train[:, HEAD], train[:, RELATION], num_relations), train[:, TAIL])
     heads = CSR.from_pairs(pack(train[:, TAIL], train[:, RELATION], num_relations), train[:, HEAD])
     return tails, heads
+
+
+def scorer_module(
+    model: JoBiModel,
+    entity_vocab: str,
+    relation_vocab: str,
+    known: tuple[CSR | None, CSR | None] = (None, None),
+    tables: tuple[np.ndarray, np.ndarray] | None = None,
+) -> TripleScorerModule:
+    """The exported object of a model: what a SavedModel serves and `jobi_tf.api.Run` predicts with.
+
+    ``tables``: the entity and triple-relation tables already read (else read from ``model``).
+    """
+    if tables is None:
+        tables = (
+            np.asarray(model.entity_embeddings.numpy(), np.float32),
+            np.asarray(model.triple_relations.numpy(), np.float32),
+        )
+    return TripleScorerModule(
+        model.scorer,
+        *tables,
+        entity_vocab,
+        relation_vocab,
+        *known,
+        reciprocal=bool(getattr(model, "reciprocal", False)),
+    )
 
 
 def export_saved_model(
@@ -299,7 +335,7 @@ def export_saved_model(
     final = base / str(version)
     if final.exists() and not cfg.force:
         raise ExportError(f"{final}: version {version} exists; use --force to replace it or --version for another")
-    known = _known_facts(train_triples, len(relations)) if cfg.filter_known else (None, None)
+    known = known_facts(train_triples, len(relations)) if cfg.filter_known else (None, None)
     info = {
         "model": model.model_name,
         "dim": model.dim,
@@ -316,14 +352,12 @@ def export_saved_model(
         with tempfile.TemporaryDirectory() as vocab_dir:
             entities.save(Path(vocab_dir) / "entities.txt")
             relations.save(Path(vocab_dir) / "relations.txt")
-            module = TripleScorerModule(
-                model.scorer,
-                entity_table,
-                relation_table,
+            module = scorer_module(
+                model,
                 str(Path(vocab_dir) / "entities.txt"),
                 str(Path(vocab_dir) / "relations.txt"),
-                *known,
-                reciprocal=reciprocal,
+                known,
+                tables=(entity_table, relation_table),
             )
             signatures = {name: getattr(module, name) for name in SIGNATURES}
             signatures["serving_default"] = module.predict_tail
@@ -384,15 +418,27 @@ def _move_into_place(staging: Path, final: Path) -> None:
 def export_run(
     run_dir: str | os.PathLike[str], base_dir: str | os.PathLike[str], cfg: ExportConfig | None = None
 ) -> ExportResult:
-    """Export the best weights of a run folder (see `jobi_tf.training.load_run`)."""
-    run_dir = Path(run_dir)
-    _, model, evaluator = load_run(run_dir)
+    """Export the best weights of a run folder.
+
+    Only the run folder is read, unless ``cfg.filter_known`` asks for the training facts:
+    then the run's data is loaded too (and must still be where ``config.json`` says).
+    """
+    cfg = cfg or ExportConfig()
+    folder = RunFolder(run_dir)
+    run_cfg = folder.read_config()
+    model = folder.restore_model(run_cfg)
+    entities, relations = folder.read_vocabs()
+    train_triples = None
+    if cfg.filter_known:
+        data_entities, data_relations, index = load_index(run_cfg.data, seed=run_cfg.seed)
+        folder.check_vocabs(data_entities, data_relations)
+        train_triples = index.train
     return export_saved_model(
         model,
-        Vocab.load(run_dir / "entities.txt"),
-        Vocab.load(run_dir / "relations.txt"),
+        entities,
+        relations,
         base_dir,
         cfg,
-        train_triples=evaluator.index.train,
-        metadata={"run_dir": str(run_dir.resolve())},
+        train_triples=train_triples,
+        metadata={"run_dir": str(folder.path.resolve())},
     )

@@ -34,8 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobi_tf.config import SECTIONS, RunConfig
+from jobi_tf.config import SECTIONS, VARIANTS, RunConfig, variant_name
 from jobi_tf.errors import ConfigError, GridSpecError
+from jobi_tf.runs import RunFolder
 
 __all__ = ["GridSpec", "Cell", "load_spec", "summarize", "variant_name", "VARIANTS"]
 
@@ -43,13 +44,7 @@ __all__ = ["GridSpec", "Cell", "load_spec", "summarize", "variant_name", "VARIAN
 _FIELD_SECTION = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
 _FIELD_SECTION["seed"] = None
 
-VARIANTS = ("baseline", "biasedneg", "joint", "jobi")
 SELECT_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
-
-
-def variant_name(joint: bool, p: float) -> str:
-    """The paper's ablation name of a (joint, p) setting (its Table 4)."""
-    return VARIANTS[2 * bool(joint) + (p > 0)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +181,7 @@ def run_grid(
     cells = spec.cells()
     for i, cell in enumerate(cells, 1):
         run_dir = out / cell.name
-        if (run_dir / "metrics.json").exists():
+        if RunFolder(run_dir).finished:
             log(f"[{i}/{len(cells)}] {cell.name}: finished, skipped")
             continue
         log(f"[{i}/{len(cells)}] {cell.name}: training")
@@ -203,7 +198,7 @@ def summarize(spec: GridSpec, out: str | Path) -> dict:
     out = Path(out)
     rows = []
     for cell in spec.cells():
-        metrics_path = out / cell.name / "metrics.json"
+        metrics_path = RunFolder(out / cell.name).metrics
         row = {"cell": cell.name, "group": {k: cell.key(k) for k in spec.group_by}, "settings": cell.settings}
         if metrics_path.exists():
             metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
@@ -216,7 +211,7 @@ def summarize(spec: GridSpec, out: str | Path) -> dict:
                 train_seconds=metrics.get("train_seconds"),
             )
         else:
-            row["status"] = "running" if (out / cell.name / "checkpoint.npz").exists() else "pending"
+            row["status"] = "running" if RunFolder(out / cell.name).checkpoint.exists() else "pending"
         rows.append(row)
     best: dict[str, dict] = {}
     for row in rows:
@@ -256,11 +251,9 @@ def write_hparams_config(spec: GridSpec, out: Path) -> None:
         from tensorboard.plugins.hparams import api as hp
     except ImportError:
         return
-    from jobi_tf.training import hparams_of
-
     domains: dict[str, set] = {}
     for cell in spec.cells():
-        for name, value in hparams_of(cell.config).items():
+        for name, value in cell.config.hparams().items():
             domains.setdefault(name, set()).add(value)
     axes = [hp.HParam(name, hp.Discrete(sorted(values, key=str))) for name, values in domains.items()]
     # A run's session lives in its tensorboard/validation folder (jobi_tf.training), where

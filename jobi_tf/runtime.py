@@ -14,9 +14,20 @@ library, the benchmarks and the tests all get the pool. An explicit
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
 
-__all__ = ["ALLOCATOR_VARIABLE", "LIMIT_VARIABLE", "use_pooled_cpu_allocator", "pooled_cpu_allocator_requested"]
+__all__ = [
+    "ALLOCATOR_VARIABLE",
+    "LIMIT_VARIABLE",
+    "use_pooled_cpu_allocator",
+    "pooled_cpu_allocator_requested",
+    "start_tensorflow",
+]
 
 ALLOCATOR_VARIABLE = "TF_CPU_ALLOCATOR_USE_BFC"
 LIMIT_VARIABLE = "TF_CPU_BFC_MEM_LIMIT_IN_MB"
@@ -55,3 +66,45 @@ def pooled_cpu_allocator_requested(environ: dict | None = None) -> bool:
     """Whether this process asked TensorFlow for the pooled CPU allocator."""
     env = os.environ if environ is None else environ
     return env.get(ALLOCATOR_VARIABLE, "").strip().lower() in _TRUE
+
+
+#: Lines TensorFlow's C++ runtime writes while it starts on a machine without a GPU: the
+#: CUDA stub and platform probes, absl's pre-initialisation notice, the CPU-feature banner.
+#: They read as errors to a newcomer and are not ("failed call to cuInit" on every CPU run).
+STARTUP_NOISE = re.compile(
+    r"absl::InitializeLog\(\)|cudart_stub\.cc|cuda_platform\.cc|cuda_executor\.cc|cuInit|cpu_feature_guard\.cc"
+    r"|To enable the following instructions|rebuild TensorFlow with the appropriate compiler flags"
+    r"|Unable to register cu(DNN|FFT|BLAS) factory|TF-TRT Warning"
+)
+
+
+@contextlib.contextmanager
+def _startup_lines_filtered() -> Iterator[None]:
+    """Capture file descriptor 2 (where C++ logs go) during the block; replay all but `STARTUP_NOISE`."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True):
+                if not STARTUP_NOISE.search(line):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def start_tensorflow(show_startup_logs: bool = False) -> None:
+    """Import TensorFlow and probe its devices now, without the GPU-probe lines of a CPU machine.
+
+    The CLI calls this before a command's work (``-vv`` shows everything); the devices a run
+    finds are still logged by `jobi_tf.distribute`. Other output of those moments is kept.
+    """
+    with contextlib.nullcontext() if show_startup_logs else _startup_lines_filtered():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()

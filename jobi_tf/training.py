@@ -33,19 +33,22 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights, write_json_atomic
+from jobi_tf.atomic import write_json_atomic
+from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights
 from jobi_tf.config import RunConfig
 from jobi_tf.data.index import KGIndex
-from jobi_tf.data.loading import load_index
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.distribute import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
-from jobi_tf.errors import CheckpointMismatchError, ConfigError, JobiError, TrainingStopped
+from jobi_tf.errors import ConfigError, TrainingStopped
 from jobi_tf.evaluation import FilteredEvaluator
+from jobi_tf.loading import load_index
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import get_scorer
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
+from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
+from jobi_tf.runs import RunFolder
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "load_run", "build_model", "make_optimizer"]
@@ -62,22 +65,7 @@ class TrainResult:
 
 
 def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
-    return JoBiModel(
-        num_entities=index.num_entities,
-        num_relations=index.num_relations,
-        model=cfg.model.model,
-        dim=cfg.model.dim,
-        joint=cfg.model.joint,
-        alpha=cfg.train.alpha,
-        loss=cfg.train.loss,
-        label_smoothing=cfg.train.label_smoothing,
-        relation_prediction=cfg.train.relation_prediction,
-        regularization=cfg.train.regularization,
-        regularizer=cfg.train.regularizer,
-        init=cfg.model.init,
-        reciprocal=cfg.model.reciprocal,
-        name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
-    )
+    return JoBiModel.from_run_config(cfg, index.num_entities, index.num_relations)
 
 
 def make_optimizer(cfg: RunConfig, num_entities: int | None = None) -> keras.optimizers.Optimizer:
@@ -252,7 +240,7 @@ class EvaluationCallback(keras.callbacks.Callback):
         if metrics[self.monitor] > self.state["best"]:
             self.state.update(best=metrics[self.monitor], best_epoch=done, wait=0, best_valid=metrics)
             if self.write:
-                save_weights(self.run_dir / "best.weights.npz", self.model)
+                save_weights(RunFolder(self.run_dir).best_weights, self.model)
         else:
             self.state["wait"] += 1
             if self.state["wait"] >= self.patience:
@@ -261,68 +249,13 @@ class EvaluationCallback(keras.callbacks.Callback):
         self.state["epoch"], self.state["step"] = done, 0
         self.state["train_seconds"] = self.elapsed()
         if self.write:
-            save_checkpoint(self.run_dir / "checkpoint.npz", self.model, self.model.optimizer, self.state)
+            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state)
 
 
 def _fresh_state() -> dict:
     """Loop state kept in checkpoints; ``step``: batches done of epoch ``epoch`` (0 except
     after an interruption)."""
     return {"epoch": 0, "step": 0, "best": -1.0, "best_epoch": 0, "wait": 0, "history": [], "train_seconds": 0.0}
-
-
-def _prepare_run_dir(run_dir: Path, cfg: RunConfig, entities: Vocab, relations: Vocab) -> None:
-    """Create the folder, or check that an existing one holds the same run."""
-    config_path = run_dir / "config.json"
-    if config_path.exists():
-        try:
-            saved = RunConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CheckpointMismatchError(f"{config_path}: unreadable run config ({exc})") from None
-        if saved.training_identity() != cfg.training_identity():
-            diff = _first_difference(saved.training_identity(), cfg.training_identity())
-            raise CheckpointMismatchError(
-                f"{run_dir}: holds a different run ({diff}); use another --out or the same flags"
-            )
-        if Vocab.load(run_dir / "entities.txt") != entities or Vocab.load(run_dir / "relations.txt") != relations:
-            raise CheckpointMismatchError(f"{run_dir}: the dataset's vocabulary differs from the saved run's")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(config_path, cfg.to_dict())
-    entities.save(run_dir / "entities.txt")
-    relations.save(run_dir / "relations.txt")
-
-
-def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
-    for key in sorted(set(a) | set(b)):
-        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
-            found = _first_difference(a[key], b[key], f"{prefix}{key}.")
-            if found:
-                return found
-        elif a.get(key) != b.get(key):
-            return f"{prefix}{key} was {a.get(key)!r}, now {b.get(key)!r}"
-    return ""
-
-
-def hparams_of(cfg: RunConfig) -> dict[str, object]:
-    """The hyper-parameters a run shows in TensorBoard's HParams view (``jobi-tf grid`` declares their domains)."""
-    from jobi_tf.grid import variant_name
-
-    return {
-        "model": cfg.model.model,
-        "variant": variant_name(cfg.model.joint, cfg.sampler.p),
-        "dim": cfg.model.dim,
-        "joint": cfg.model.joint,
-        "reciprocal": cfg.model.reciprocal,
-        "p": cfg.sampler.p,
-        "alpha": cfg.train.alpha,
-        "batch_size": cfg.sampler.batch_size,
-        "neg": cfg.sampler.neg,
-        "shared_negatives": cfg.sampler.shared_negatives,
-        "loss": cfg.train.loss,
-        "lr": cfg.train.lr,
-        "optimizer": cfg.train.optimizer,
-        "seed": cfg.seed,
-        "dataset": str(cfg.data.dataset or cfg.data.data_dir),
-    }
 
 
 def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
@@ -332,7 +265,7 @@ def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
     except ImportError:  # TensorBoard not installed: scalars are still written
         return
     with tf.summary.create_file_writer(str(log_dir / "validation")).as_default():
-        hp.hparams(hparams_of(cfg), trial_id=log_dir.parent.name)
+        hp.hparams(cfg.hparams(), trial_id=log_dir.parent.name)
 
 
 def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:
@@ -345,6 +278,7 @@ def train(
     *,
     verbose: int | None = None,
     strategy: tf.distribute.Strategy | None = None,
+    data: tuple[Vocab, Vocab, KGIndex] | None = None,
 ) -> TrainResult:
     """Train (or resume) a run in ``run_dir`` and evaluate its best weights on test.
 
@@ -352,24 +286,32 @@ def train(
     validation, or the batch where SIGINT/SIGTERM stopped the run (`TrainingStopped` is
     raised after that checkpoint is written). One process per folder (`RunLock`).
     ``strategy`` overrides the one ``cfg.distribute`` describes (`jobi_tf.distribute`).
+    ``data``: the graph ``cfg.data`` names, already loaded (``(entities, relations, index)``).
     Under a multi-worker strategy only the chief writes files and evaluates on test; the
     other workers return an empty ``metrics``.
+
+    The caller's global random states are left as they were (`jobi_tf.rng`).
     """
-    run_dir = Path(run_dir)
+    with caller_random_state_kept():
+        return _prepare_and_train(cfg, Path(run_dir), verbose, strategy, data)
+
+
+def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
+    folder = RunFolder(run_dir)
     if strategy is None:
         configure_devices(cfg.distribute.logical_cpus or None)
         strategy = make_strategy(cfg.distribute.strategy, cfg.distribute.gpus)
     _check_batch_splits(cfg, num_replicas(strategy))
     chief = is_chief(strategy)
-    entities, relations, index = load_data(cfg)  # validate inputs before writing anything
+    entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
     cfg = _resolve_optimizer(cfg, index.num_entities)
     _check_memory(cfg, index)
     with RunLock(run_dir) if chief else contextlib.nullcontext():
         if chief:
-            _prepare_run_dir(run_dir, cfg, entities, relations)
-        if (run_dir / "metrics.json").exists():
+            folder.prepare(cfg, entities, relations)
+        if folder.finished:
             logger.info("%s already finished; its metrics are returned unchanged", run_dir)
-            return TrainResult(run_dir, json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")))
+            return TrainResult(run_dir, folder.read_metrics())
         return _train(cfg, run_dir, index, relations, strategy, chief, verbose)
 
 
@@ -379,6 +321,7 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
     A run interrupted mid-epoch resumes with one ``fit`` over the rest of that epoch, then
     one over the remaining epochs (Keras's ``fit`` counts whole epochs).
     """
+    folder = RunFolder(run_dir)
     steps = steps_per_epoch(index, cfg.sampler.batch_size)
     keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
@@ -387,12 +330,12 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
         model.compile(optimizer=optimizer, jit_compile=_jit_compile(cfg, strategy))
         optimizer.build(model.trainable_variables)
         state = _fresh_state()
-        if (run_dir / "checkpoint.npz").exists():
-            state = {**_fresh_state(), **load_checkpoint(run_dir / "checkpoint.npz", model, optimizer)}
+        if folder.checkpoint.exists():
+            state = {**_fresh_state(), **load_checkpoint(folder.checkpoint, model, optimizer)}
             logger.info("resuming %s from epoch %d, step %d", run_dir, state["epoch"], state["step"])
 
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
-    log_dir = run_dir / "tensorboard"
+    log_dir = folder.tensorboard
     if chief:
         _write_hparams(log_dir, cfg)
     guard = StopGuard(steps, first=(state["epoch"], state["step"]))
@@ -447,7 +390,7 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
     if guard.bad_loss is not None:
         kept = (
             f"the last good checkpoint (epoch {state['epoch']}) is kept"
-            if (run_dir / "checkpoint.npz").exists()
+            if folder.checkpoint.exists()
             else "no checkpoint had been written yet"
         )
         raise TrainingStopped(
@@ -478,7 +421,7 @@ def _checkpoint_interrupted(run_dir: Path, model, state: dict, guard: StopGuard,
     if (epoch, step) == (state["epoch"], state["step"]) or not chief:
         return  # already saved (a validation at this epoch's end), or not ours to write
     state.update(epoch=epoch, step=step)
-    save_checkpoint(run_dir / "checkpoint.npz", model, model.optimizer, state)
+    save_checkpoint(RunFolder(run_dir).checkpoint, model, model.optimizer, state)
 
 
 def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
@@ -542,7 +485,8 @@ def _stopped_early(state: dict, cfg: RunConfig) -> bool:
 
 def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state: dict, cfg: RunConfig) -> dict:
     """Restore the best weights, evaluate on test, write ``metrics.json`` atomically."""
-    best = run_dir / "best.weights.npz"
+    folder = RunFolder(run_dir)
+    best = folder.best_weights
     if best.exists():
         load_weights(best, model)
     else:  # fewer epochs than one validation interval: evaluate the last weights
@@ -558,8 +502,8 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         "history": state["history"],
         **({"final_weights_sha256": state["final_weights_sha256"]} if "final_weights_sha256" in state else {}),
     }
-    write_json_atomic(run_dir / "metrics.json", metrics)
-    _write_test_scalars(run_dir / "tensorboard", metrics["test"], step=state["epoch"])
+    write_json_atomic(folder.metrics, metrics)
+    _write_test_scalars(folder.tensorboard, metrics["test"], step=state["epoch"])
     return metrics
 
 
@@ -572,17 +516,9 @@ def _write_test_scalars(log_dir: Path, test: dict, step: int) -> None:
 
 def load_run(run_dir: str | Path) -> tuple[RunConfig, JoBiModel, FilteredEvaluator]:
     """Rebuild a run's model with its best weights, and an evaluator over its data."""
-    run_dir = Path(run_dir)
-    config_path = run_dir / "config.json"
-    if not config_path.exists():
-        raise JobiError(f"{run_dir}: not a run folder (no config.json)")
-    cfg = RunConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+    folder = RunFolder(run_dir)
+    cfg = folder.read_config()
     entities, relations, index = load_data(cfg)
-    if Vocab.load(run_dir / "entities.txt") != entities or Vocab.load(run_dir / "relations.txt") != relations:
-        raise CheckpointMismatchError(f"{run_dir}: the dataset's vocabulary differs from the saved run's")
-    weights = run_dir / "best.weights.npz"
-    if not weights.exists():
-        raise JobiError(f"{run_dir}: no best.weights.npz yet (no validation has run)")
-    model = build_model(index, cfg)
-    load_weights(weights, model)
+    folder.check_vocabs(entities, relations)
+    model = folder.restore_model(cfg)
     return cfg, model, FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)

@@ -79,3 +79,26 @@ def test_the_default_removes_the_page_faults_of_a_training_step():
     # One 40 MB temporary alone is ~10,000 faults of 4 KiB pages; the pool reuses its blocks.
     assert system > 10_000, f"TensorFlow's default allocator no longer faults ({system}/step): revisit jobi_tf.runtime"
     assert pooled < 0.1 * system, (pooled, system)
+
+
+def test_startup_filter_drops_only_the_gpu_probe_lines(capfd):
+    from jobi_tf.runtime import _startup_lines_filtered
+
+    noise = (
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+        "I0000 00:00:1.0 1 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.\n"
+        "E0000 00:00:1.0 1 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error\n"
+    )
+    with _startup_lines_filtered():
+        os.write(2, (noise + "a real warning\n").encode())
+    assert capfd.readouterr().err == "a real warning\n"
+
+
+def test_a_plain_train_prints_no_gpu_probe_lines(tmp_path):
+    """What a newcomer sees on a machine without a GPU: no cuInit/cudart/absl lines unless -v."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    args = [sys.executable, "-m", "jobi_tf.cli", "train", "--epochs", "1", "--dim", "4", "--out", str(tmp_path / "r")]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600, check=True)
+    assert json.loads(done.stdout.splitlines()[-1])["run_dir"] == str(tmp_path / "r")
+    for probe in ("cuInit", "cudart_stub", "absl::InitializeLog", "cpu_feature_guard"):
+        assert probe not in done.stderr

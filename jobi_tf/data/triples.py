@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jobi_tf.atomic import replacing
 from jobi_tf.data.fingerprints import unique_first
 from jobi_tf.errors import DatasetFormatError
 from jobi_tf.types import SPLITS
@@ -236,15 +237,12 @@ def write_triples(
         entity_labels, relation_labels: str ``(E,)`` and ``(R,)``, label of each id.
         chunk: lines formatted at once (bounds memory).
     """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     ents = np.char.encode(np.asarray(entity_labels, dtype=str), "utf-8")
     rels = np.char.encode(np.asarray(relation_labels, dtype=str), "utf-8")
-    with open(tmp, "wb") as f:
+    with replacing(path) as tmp, open(tmp, "wb") as f:
         for start in range(0, len(triples), chunk):
             part = triples[start : start + chunk]
             line = np.strings.add(ents[part[:, 0]], b"\t")
             line = np.strings.add(np.strings.add(line, rels[part[:, 1]]), b"\t")
             line = np.strings.add(np.strings.add(line, ents[part[:, 2]]), b"\n")
             f.write(b"".join(line.tolist()))
-    os.replace(tmp, path)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jobi_tf.atomic import write_text_atomic
 from jobi_tf.errors import DatasetFormatError
 
 __all__ = ["Vocab"]
@@ -83,10 +84,7 @@ class Vocab:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write one label per line (UTF-8), atomically."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(f"{label}\n" for label in self.labels), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(path, "".join(f"{label}\n" for label in self.labels))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Vocab:

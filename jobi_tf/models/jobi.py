@@ -152,6 +152,26 @@ class JoBiModel(keras.Model):
         self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
         self.built = True  # every variable exists now; no input is needed to build
 
+    @classmethod
+    def from_run_config(cls, cfg, num_entities: int, num_relations: int) -> JoBiModel:
+        """The model a `jobi_tf.config.RunConfig` describes, for a graph of this size."""
+        return cls(
+            num_entities=num_entities,
+            num_relations=num_relations,
+            model=cfg.model.model,
+            dim=cfg.model.dim,
+            joint=cfg.model.joint,
+            alpha=cfg.train.alpha,
+            loss=cfg.train.loss,
+            label_smoothing=cfg.train.label_smoothing,
+            relation_prediction=cfg.train.relation_prediction,
+            regularization=cfg.train.regularization,
+            regularizer=cfg.train.regularizer,
+            init=cfg.model.init,
+            reciprocal=cfg.model.reciprocal,
+            name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
+        )
+
     def train_step(self, data):
         """Keras's own step; across workers, its scalar logs come back as ``[1]`` vectors.
 
@@ -292,6 +312,17 @@ class JoBiModel(keras.Model):
         for penalty in self.losses:
             total = total + penalty
         return total
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None, **kwargs):
+        """Keras's ``export`` with the triple scorer's input by default: int32 ``[B, 3]`` ids.
+
+        Why: Keras infers a subclassed model's signature from a first call, and this model is
+        built without one. The SavedModel's ``serve`` endpoint returns ``[B]`` triple-head
+        scores of id triples; `jobi_tf.export` writes the name-based export for TF Serving.
+        """
+        if input_signature is None:
+            input_signature = [tf.TensorSpec([None, 3], tf.int32, name="triples")]
+        return super().export(filepath, format=format, verbose=verbose, input_signature=input_signature, **kwargs)
 
     def get_config(self) -> dict:
         return {

@@ -1,4 +1,8 @@
-"""Resolve a `DataConfig` to string splits: synthetic, a folder, or a named benchmark."""
+"""Resolve a `DataConfig` to splits: synthetic, a folder, or a named benchmark.
+
+It sits above both `jobi_tf.data` (parsing, vocabularies, indexes) and `jobi_tf.datasets`
+(the TFDS builders, which use `jobi_tf.data`), so `jobi_tf.data` never imports `jobi_tf.datasets`.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,119 @@
+"""The library's modules import each other without cycles, function-local imports included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Source folder of each installed package (pyproject.toml's package-dir).
+PACKAGES = {"jobi_tf": ROOT / "jobi_tf", "jobi_tf.cli": ROOT / "cli", "jobi_tf.serving": ROOT / "serving"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Library modules ``path`` imports anywhere (not under ``if TYPE_CHECKING:``)."""
+    targets: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            return
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:  # `from pkg import module` imports the module, else pkg itself
+                submodule = f"{node.module}.{alias.name}"
+                targets.add(submodule if submodule in modules else node.module)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {t for t in targets if t in modules}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(path, modules) - {name} for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_no_import_cycle_among_the_library_modules():
+    graph = _graph()
+    assert len(graph) > 30 and "jobi_tf.training" in graph["jobi_tf.api"]  # the walk sees the library
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_data_sits_below_datasets():
+    """`jobi_tf.datasets` (TFDS builders) reads files through `jobi_tf.data`, never the reverse."""
+    graph = _graph()
+    upward = {(m, t) for m, ts in graph.items() if m.startswith("jobi_tf.data.") for t in ts if "datasets" in t}
+    assert upward == set()
+
+
+def test_run_folder_names_are_written_once():
+    """The run folder's file names live in `jobi_tf.runs` only."""
+    names = ('"config.json"', '"checkpoint.npz"', '"best.weights.npz"', '"metrics.json"')
+    offenders = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for module, path in _modules().items()
+        if module != "jobi_tf.runs"
+        for name in names
+        if name in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
