@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 from jobi_tf.errors import ConfigError
@@ -325,7 +326,7 @@ class RunConfig:
             "lr": self.train.lr,
             "optimizer": self.train.optimizer,
             "seed": self.seed,
-            "dataset": str(self.data.dataset or self.data.data_dir),
+            "dataset": self.data.dataset or Path(self.data.data_dir).name,  # a name, not a machine's path
         }
 
     def training_identity(self) -> dict[str, Any]:

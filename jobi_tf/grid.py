@@ -243,7 +243,7 @@ def markdown_table(summary: dict) -> str:
 def write_hparams_config(spec: GridSpec, out: Path) -> None:
     """Declare the grid's axes and metrics at ``OUT`` so TensorBoard's HParams view shows every cell.
 
-    Each run already logs its own hyper-parameters (``tensorboard/validation``); the
+    Each run already logs its own hyper-parameters (`jobi_tf.summaries`); the
     experiment config adds the domains and the validation/test metrics as columns.
     """
     try:
@@ -256,10 +256,9 @@ def write_hparams_config(spec: GridSpec, out: Path) -> None:
         for name, value in cell.config.hparams().items():
             domains.setdefault(name, set()).add(value)
     axes = [hp.HParam(name, hp.Discrete(sorted(values, key=str))) for name, values in domains.items()]
-    # A run's session lives in its tensorboard/validation folder (jobi_tf.training), where
-    # Keras writes the validation scalars (epoch_mrr, ...) and the run writes its test metrics.
-    tags = [(f"epoch_{m.replace('@', '_at_')}", f"valid {m}") for m in SELECT_METRICS]
-    tags += [(f"test_{m.replace('@', '_at_')}", f"test {m}") for m in (*SELECT_METRICS, "type_inconsistent")]
+    from jobi_tf.summaries import HPARAM_METRICS  # a run's best validation and its test metrics
+
+    tags = [(tag, tag.replace("/", " ").replace("_", " ")) for tag in HPARAM_METRICS]
     metrics = [hp.Metric(tag, display_name=name) for tag, name in tags]
     out.mkdir(parents=True, exist_ok=True)
     with tf.summary.create_file_writer(str(out / "hparams")).as_default():

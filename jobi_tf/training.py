@@ -1,18 +1,12 @@
 """Training runs: data → model → ``model.fit`` with callbacks → metrics.json.
 
-A run folder holds everything a run needs to be resumed, evaluated or exported::
-
-    RUN/config.json          the RunConfig (compared on resume)
-    RUN/entities.txt         entity vocabulary, one label per line (line number = id)
-    RUN/relations.txt        relation vocabulary
-    RUN/checkpoint.npz       weights + optimizer + loop state at the last validation
-    RUN/best.weights.npz     weights with the best validation Hits@10 so far
-    RUN/tensorboard/         TensorBoard logs (train/, validation/, hparams)
-    RUN/metrics.json         final validation and test metrics
+A run lives in a run folder (`jobi_tf.runs.RunFolder`: config, vocabularies, checkpoint,
+best weights, metrics, TensorBoard logs), which is enough to resume, evaluate or export it.
 
 The loop is Keras's own ``fit``; behaviour is added by callbacks: `EvaluationCallback`
-(filtered validation every ``eval_every`` epochs, early stopping on validation Hits@10,
-best weights, resumable checkpoint), `StopGuard` (signals, NaN) and TensorBoard.
+(filtered validation every ``eval_every`` epochs, early stopping on the monitored metric,
+best weights, resumable checkpoint), `StopGuard` (signals, NaN), `Throughput` and
+`jobi_tf.summaries.RunSummaries` (TensorBoard).
 """
 
 from __future__ import annotations
@@ -33,6 +27,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from jobi_tf import summaries
 from jobi_tf.atomic import write_json_atomic
 from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights
 from jobi_tf.config import RunConfig
@@ -175,6 +170,7 @@ class Throughput(keras.callbacks.Callback):
         edges = self._ends[::per_window]
         rates = [per_window * self.batch_size / (b - a) for a, b in zip(edges[:-1], edges[1:], strict=True)]
         rates = rates[1:] if len(rates) > 1 else rates
+        logs["epoch_seconds"] = seconds
         logs["positives_per_second"] = steps * self.batch_size / seconds
         logs["positives_per_second_median"] = statistics.median(rates) if rates else logs["positives_per_second"]
         logger.info(
@@ -232,7 +228,7 @@ class EvaluationCallback(keras.callbacks.Callback):
         if any(isinstance(v, float) and not math.isfinite(v) for v in logs.values()):
             return  # never checkpoint non-finite weights
         metrics = self.evaluator.evaluate(self.model, "valid")
-        for k in ("mrr", "hits@1", "hits@3", "hits@10"):
+        for k in ("mrr", "hits@1", "hits@3", "hits@10", "type_inconsistent"):
             logs["val_" + k.replace("@", "_at_")] = metrics[k]
         summary = {k: metrics[k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
         self.state["history"].append({"epoch": done, **summary, **{k: float(v) for k, v in logs.items()}})
@@ -256,16 +252,6 @@ def _fresh_state() -> dict:
     """Loop state kept in checkpoints; ``step``: batches done of epoch ``epoch`` (0 except
     after an interruption)."""
     return {"epoch": 0, "step": 0, "best": -1.0, "best_epoch": 0, "wait": 0, "history": [], "train_seconds": 0.0}
-
-
-def _write_hparams(log_dir: Path, cfg: RunConfig) -> None:
-    """Record the run's hyper-parameters for TensorBoard's HParams dashboard."""
-    try:
-        from tensorboard.plugins.hparams import api as hp
-    except ImportError:  # TensorBoard not installed: scalars are still written
-        return
-    with tf.summary.create_file_writer(str(log_dir / "validation")).as_default():
-        hp.hparams(cfg.hparams(), trial_id=log_dir.parent.name)
 
 
 def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:
@@ -335,9 +321,8 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
             logger.info("resuming %s from epoch %d, step %d", run_dir, state["epoch"], state["step"])
 
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
-    log_dir = folder.tensorboard
     if chief:
-        _write_hparams(log_dir, cfg)
+        summaries.write_hparams(folder.tensorboard, cfg)
     guard = StopGuard(steps, first=(state["epoch"], state["step"]))
     validation = EvaluationCallback(
         evaluator,
@@ -351,7 +336,7 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
     )
     callbacks = [guard, Throughput(cfg.sampler.batch_size), validation]
     if chief:
-        callbacks.append(keras.callbacks.TensorBoard(log_dir=str(log_dir), update_freq="epoch", write_graph=False))
+        callbacks.append(summaries.RunSummaries(folder.tensorboard, state))
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
 
@@ -503,15 +488,10 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         **({"final_weights_sha256": state["final_weights_sha256"]} if "final_weights_sha256" in state else {}),
     }
     write_json_atomic(folder.metrics, metrics)
-    _write_test_scalars(folder.tensorboard, metrics["test"], step=state["epoch"])
+    summaries.write_test(folder.tensorboard, metrics["test"], metrics["valid"], metrics["best_epoch"])
+    entities, relations = folder.read_vocabs()
+    summaries.write_projector(folder.tensorboard, model, entities.labels, relations.labels, evaluator.index.train)
     return metrics
-
-
-def _write_test_scalars(log_dir: Path, test: dict, step: int) -> None:
-    """Test metrics beside the validation scalars, where the HParams view reads a run's metrics."""
-    with tf.summary.create_file_writer(str(log_dir / "validation")).as_default():
-        for k in ("mrr", "hits@1", "hits@3", "hits@10", "type_inconsistent"):
-            tf.summary.scalar("test_" + k.replace("@", "_at_"), test[k], step=step)
 
 
 def load_run(run_dir: str | Path) -> tuple[RunConfig, JoBiModel, FilteredEvaluator]:

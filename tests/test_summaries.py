@@ -1,0 +1,93 @@
+"""What a finished run shows in TensorBoard: grouped tags, steps in epochs from 1, best epoch, named embeddings."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+from jobi_tf.summaries import HPARAM_METRICS
+from jobi_tf.training import train
+
+
+def _cfg(joint: bool, reciprocal: bool = False) -> RunConfig:
+    return RunConfig(
+        data=DataConfig(dataset="synthetic", synthetic_entities=80, synthetic_relations=4, synthetic_triples=800),
+        sampler=SamplerConfig(batch_size=100, neg=8, p=0.3),
+        model=ModelConfig(dim=8, joint=joint, reciprocal=reciprocal),
+        train=TrainConfig(epochs=4, eval_every=2, patience=10, jit_compile=False, lr=0.01, monitor="mrr"),
+        seed=3,
+    )
+
+
+def _scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
+    events = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    return {
+        tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
+        for tag in events.Tags()["tensors"]
+        if not tag.startswith("_hparams_")
+    }
+
+
+@pytest.fixture(scope="module")
+def jobi_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("tb") / "run"
+    return run_dir, train(_cfg(joint=True), run_dir, verbose=0).metrics
+
+
+def test_tags_are_grouped_and_steps_are_epochs_from_one(jobi_run):
+    run_dir, metrics = jobi_run
+    scalars = _scalars(run_dir / "tensorboard")
+    groups = {tag.split("/")[0] for tag in scalars}
+    assert groups == {"loss", "speed", "optimizer", "valid", "best", "test"}
+    assert [s for s, _ in scalars["loss/triple"]] == [1, 2, 3, 4]
+    assert [s for s, _ in scalars["speed/epoch_seconds"]] == [1, 2, 3, 4]
+    assert {"loss/pair", "loss/total"} <= set(scalars)
+    valid = dict(scalars["valid/mrr"])
+    assert sorted(valid) == [2, 4]  # the epochs validated, as metrics.json's history says
+    for h in metrics["history"]:
+        assert valid[h["epoch"]] == pytest.approx(h["mrr"])
+        assert dict(scalars["valid/type_inconsistent"])[h["epoch"]] == pytest.approx(h["val_type_inconsistent"])
+
+
+def test_best_and_test_points_are_at_the_tested_epoch(jobi_run):
+    run_dir, metrics = jobi_run
+    scalars = _scalars(run_dir / "tensorboard")
+    best_epoch = metrics["best_epoch"]
+    assert scalars["test/mrr"] == [(best_epoch, pytest.approx(metrics["test"]["mrr"]))]
+    assert scalars["best/valid_mrr"][-1] == (best_epoch, pytest.approx(metrics["valid"]["mrr"]))
+    assert set(HPARAM_METRICS) <= set(scalars)  # every HParams column has a value
+
+
+def test_a_baseline_logs_no_duplicate_total_loss(tmp_path):
+    train(_cfg(joint=False), tmp_path / "run", verbose=0)
+    scalars = _scalars(tmp_path / "run" / "tensorboard")
+    assert "loss/triple" in scalars and "loss/total" not in scalars and "loss/pair" not in scalars
+
+
+def test_projector_holds_named_entity_and_relation_tables(tmp_path):
+    from jobi_tf.api import load_run
+
+    train(_cfg(joint=False, reciprocal=True), tmp_path / "run", verbose=0)
+    log_dir = tmp_path / "run" / "tensorboard"
+    config = (log_dir / "projector_config.pbtxt").read_text()
+    assert 'metadata_path: "entities.tsv"' in config and 'metadata_path: "relations.tsv"' in config
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(log_dir)))  # what the Projector reads
+    run = load_run(tmp_path / "run")
+    np.testing.assert_array_equal(
+        reader.get_tensor("entities/.ATTRIBUTES/VARIABLE_VALUE"), run.entity_embeddings().vectors
+    )
+    entities = (log_dir / "entities.tsv").read_text().splitlines()
+    assert entities[0] == "name\ttrain_degree" and [x.split("\t")[0] for x in entities[1:]] == run.entities
+    relations = (log_dir / "relations.tsv").read_text().splitlines()
+    assert relations == run.relations + [f"{r}⁻¹" for r in run.relations]  # the inverse rows, named
+
+
+def test_hparams_show_the_dataset_name_not_a_path(tmp_path):
+    cfg = dataclasses.replace(_cfg(joint=False), data=DataConfig(dataset=None, data_dir=str(tmp_path / "graphs" / "g1")))
+    assert cfg.hparams()["dataset"] == "g1"
