@@ -89,5 +89,6 @@ def test_projector_holds_named_entity_and_relation_tables(tmp_path):
 
 
 def test_hparams_show_the_dataset_name_not_a_path(tmp_path):
-    cfg = dataclasses.replace(_cfg(joint=False), data=DataConfig(dataset=None, data_dir=str(tmp_path / "graphs" / "g1")))
+    folder = DataConfig(dataset=None, data_dir=str(tmp_path / "graphs" / "g1"))
+    cfg = dataclasses.replace(_cfg(joint=False), data=folder)
     assert cfg.hparams()["dataset"] == "g1"
