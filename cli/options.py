@@ -1,25 +1,77 @@
-"""Options shared by several subcommands, defined once."""
+"""Click options built from the config dataclasses, so each flag's default, choices and help live once.
+
+`jobi_tf.config.setting` puts a field's help, choices and click extras in its metadata;
+`config_options` turns a section's fields into options (in field order), and
+`config_from_flags` turns the parsed flags back into the `RunConfig`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterable
+
 import click
 
-__all__ = ["eval_options"]
+from jobi_tf.config import SECTIONS, EvalConfig, RunConfig, flag_name
+
+__all__ = ["config_options", "config_from_flags", "eval_options", "TRAIN_SECTIONS"]
+
+#: The sections ``jobi-tf train`` exposes, in the order its help lists them.
+TRAIN_SECTIONS = ("data", "sampler", "model", "train", "eval", "distribute")
 
 
-def eval_options(fn):
+def _option(section: type, field: dataclasses.Field) -> Callable:
+    meta = field.metadata
+    name = flag_name(section, field.name)
+    kwargs: dict = {"default": field.default, "help": meta.get("help") or None}
+    if isinstance(field.default, bool):
+        decls = [f"{name}/--no-{name[2:]}", field.name]
+    else:
+        decls = [name, field.name]
+        if meta.get("choices"):
+            kwargs["type"] = click.Choice(meta["choices"])
+        elif meta.get("path"):
+            kwargs["type"] = click.Path(file_okay=False)
+        elif field.default is not None:
+            kwargs["type"] = type(field.default)
+        if "metavar" in meta:
+            kwargs["metavar"] = meta["metavar"]
+    kwargs["show_default"] = field.default is not None
+    return click.option(*decls, **kwargs)
+
+
+def _fields(sections: Iterable[str]) -> list[tuple[type, dataclasses.Field]]:
+    pairs = [(SECTIONS[s], f) for s in sections for f in dataclasses.fields(SECTIONS[s])]
+    return [(cls, f) for cls, f in pairs if f.metadata.get("cli", True)]
+
+
+def config_options(*sections: str, seed: bool = False) -> Callable:
+    """A decorator adding one option per field of ``sections`` (and ``--seed``)."""
+
+    def decorate(fn: Callable) -> Callable:
+        fields = _fields(sections)
+        if seed:
+            fields.append((RunConfig, next(f for f in dataclasses.fields(RunConfig) if f.name == "seed")))
+        for cls, field in reversed(fields):  # click lists options in decoration order, innermost last
+            fn = _option(cls, field)(fn)
+        return fn
+
+    return decorate
+
+
+def config_from_flags(flags: dict) -> RunConfig:
+    """The `RunConfig` the flags of `config_options` (``TRAIN_SECTIONS``, ``seed``) describe."""
+    sections = {
+        s: SECTIONS[s](**{f.name: flags[f.name] for f in dataclasses.fields(SECTIONS[s]) if f.name in flags})
+        for s in TRAIN_SECTIONS
+    }
+    return RunConfig(**sections, seed=flags["seed"])
+
+
+def eval_options(fn: Callable) -> Callable:
     """``--eval-batch-size``, ``--chunk-size`` and ``--rank-type`` (filtered evaluation)."""
-    fn = click.option(
-        "--rank-type",
-        type=click.Choice(["realistic", "optimistic", "pessimistic"]),
-        default="realistic",
-        show_default=True,
-        help="How ties count: realistic is the mean of optimistic and pessimistic.",
-    )(fn)
-    fn = click.option("--chunk-size", type=int, default=100_000, show_default=True, help="Entities per score block.")(
-        fn
-    )
-    fn = click.option("--eval-batch-size", type=int, default=1000, show_default=True, help="Queries per score block.")(
-        fn
-    )
-    return fn
+    return config_options("eval")(fn)
+
+
+def eval_config(flags: dict) -> EvalConfig:
+    return EvalConfig(**{f.name: flags[f.name] for f in dataclasses.fields(EvalConfig)})

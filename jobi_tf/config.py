@@ -25,11 +25,15 @@ __all__ = [
     "SECTIONS",
     "ExportConfig",
     "variant_name",
+    "setting",
+    "flag_name",
 ]
 
 MODELS = ("distmult", "complex", "simple")
 LOSSES = ("sampled-softmax", "full-softmax")
 OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad")  # see jobi_tf.optimizers
+#: ``--optimizer auto`` trains lazy Adam from this many entity rows on (dense Adam below).
+LAZY_MIN_ROWS = 100_000
 RANK_TYPES = ("optimistic", "realistic", "pessimistic")
 CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
@@ -45,6 +49,22 @@ VARIANTS = ("baseline", "biasedneg", "joint", "jobi")
 def variant_name(joint: bool, p: float) -> str:
     """The paper's ablation name of a (joint, p) setting."""
     return VARIANTS[2 * bool(joint) + (p > 0)]
+
+
+def setting(default: Any, help: str = "", *, choices: tuple[str, ...] | None = None, **cli: Any):
+    """A config field that also describes its command-line flag: help, choices and, in
+    ``cli``, click's extras (``metavar``, ``flag`` for another name, ``cli=False`` to hide it).
+
+    Why: a field's default, choices and meaning are written once; `jobi_tf.cli.options`
+    builds each ``jobi-tf`` flag from them, so the CLI, the Python API and ``config.json`` agree.
+    """
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices, **cli})
+
+
+def flag_name(section: type, field: str) -> str:
+    """The ``--flag`` of a config field (its name with ``-``, unless its metadata names another)."""
+    meta = next(f.metadata for f in dataclasses.fields(section) if f.name == field)
+    return "--" + meta.get("flag", field).replace("_", "-")
 
 
 def _positive_int(field: str, value: int, minimum: int = 1) -> None:
@@ -81,12 +101,19 @@ class DataConfig:
         synthetic_*: size of the synthetic typed KG.
     """
 
-    dataset: str | None = None
-    data_dir: str | None = None
-    synthetic_entities: int = 2000
-    synthetic_relations: int = 24
-    synthetic_triples: int = 40000
-    synthetic_types: int = 6
+    dataset: str | None = setting(
+        None,
+        "fb15k-237, fb15k, wn18rr, yago3-10, kinship, umls, nations, or synthetic "
+        "(the default when --data-dir is not given either).",
+        metavar="NAME",
+    )
+    data_dir: str | None = setting(
+        None, "Folder with train.txt, valid.txt, test.txt; with --dataset, its offline local copy.", path=True
+    )
+    synthetic_entities: int = setting(2000, "Entities of the synthetic graph.")
+    synthetic_relations: int = setting(24, "Relations of the synthetic graph.")
+    synthetic_triples: int = setting(40000, "Triples of the synthetic graph (all splits).")
+    synthetic_types: int = setting(6, "Entity types of the synthetic graph.")
 
     def __post_init__(self) -> None:
         # Neither given: the built-in synthetic graph. A folder alone is that folder (it used
@@ -121,11 +148,17 @@ class SamplerConfig:
             (``docs/results.md``), and it halves the cost of scoring negatives.
     """
 
-    batch_size: int = 500
-    neg: int = 50
-    p: float = 0.0
-    shared_negatives: int = 0
-    corrupt_side: str = "per-positive"
+    batch_size: int = setting(500, "Positive triples per step.")
+    neg: int = setting(50, "Negatives per positive.")
+    p: float = setting(0.0, "Probability of drawing a negative from the relation's training heads/tails (biased).")
+    shared_negatives: int = setting(
+        0, "Share the uniform negatives within chunks of C positives (0 = per triple).", metavar="C"
+    )
+    corrupt_side: str = setting(
+        "per-positive",
+        "Flip the head-or-tail coin for every negative, or once per positive (each softmax ranks one query).",
+        choices=CORRUPT_SIDES,
+    )
 
     def __post_init__(self) -> None:
         _positive_int("batch_size", self.batch_size)
@@ -158,11 +191,17 @@ class ModelConfig:
             per positive (``corrupt_side="per-positive"``) or the full softmax.
     """
 
-    model: str = "complex"
-    dim: int = 200
-    joint: bool = False
-    init: str = "table-glorot"
-    reciprocal: bool = False
+    model: str = setting("complex", "The bilinear scorer.", choices=MODELS)
+    dim: int = setting(200, "Components per part (ComplEx 200 = 200 real + 200 imaginary).")
+    joint: bool = setting(False, "Add JoBi's pair head.")
+    init: str = setting(
+        "table-glorot",
+        "Embedding init: Glorot-normal over each table (the paper's code) or N(0, 2/width) per row (PyKEEN's).",
+        choices=INITS,
+    )
+    reciprocal: bool = setting(
+        False, "Give each relation an inverse and rank heads of (?, r, t) as tails of (t, r^-1, ?)."
+    )
 
     def __post_init__(self) -> None:
         _choice("model", self.model, MODELS)
@@ -189,7 +228,7 @@ class TrainConfig:
         lr: learning rate.
         optimizer: ``adam`` (exact dense Adam, the paper's: `FusedAdam`), ``lazy-adam`` (updates only
             the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), or
-            ``auto``: dense Adam below `jobi_tf.optimizers.LAZY_MIN_ROWS` entities, lazy
+            ``auto``: dense Adam below `LAZY_MIN_ROWS` entities, lazy
             above; a run records the optimizer ``auto`` chose.
         epochs: upper bound; early stopping usually ends sooner.
         eval_every: validate (and checkpoint) every this many epochs.
@@ -200,19 +239,42 @@ class TrainConfig:
         jit_compile: compile the train step with XLA (explicit, never Keras's "auto").
     """
 
-    loss: str = "sampled-softmax"
-    label_smoothing: float = 0.0
-    relation_prediction: float = 0.0
-    alpha: float = 0.5
-    regularization: float = 0.0
-    regularizer: str = "l2"
-    lr: float = 0.001
-    optimizer: str = "auto"
-    epochs: int = 200
-    eval_every: int = 5
-    patience: int = 3
-    monitor: str = "hits@10"
-    jit_compile: bool = True
+    loss: str = setting(
+        "sampled-softmax",
+        "sampled-softmax: the positive against its sampled negatives; full-softmax: 1-vs-all over every entity.",
+        choices=LOSSES,
+    )
+    label_smoothing: float = setting(
+        0.0, "With --loss full-softmax: put 1-EPS on the true entity and spread EPS over all of them.", metavar="EPS"
+    )
+    relation_prediction: float = setting(
+        0.0,
+        "Weight of the auxiliary relation-prediction loss, a softmax over relations for (h, ?, t) "
+        "(Chen et al., 2021; 0 = off).",
+        metavar="W",
+    )
+    alpha: float = setting(0.5, "Weight of the pair loss.")
+    regularization: float = setting(0.0, "Weight of the --regularizer penalty (PyKEEN's ComplEx default: l2 0.01).")
+    regularizer: str = setting(
+        "l2",
+        "l2: normalised L2 norm of every row a batch uses (PyKEEN's); n3: cubed moduli of the "
+        "positive's head, relation and tail rows (Lacroix et al., 2018).",
+        choices=REGULARIZERS,
+    )
+    lr: float = setting(0.001, "Learning rate.")
+    optimizer: str = setting(
+        "auto",
+        "adam (dense, the paper's), lazy-adam (updates only the rows a batch uses), adagrad; "
+        f"auto: adam below {LAZY_MIN_ROWS:,} entities, lazy-adam from there on.",
+        choices=OPTIMIZERS,
+    )
+    epochs: int = setting(200, "Maximum epochs.")
+    eval_every: int = setting(5, "Validate every N epochs.")
+    patience: int = setting(3, "Stop after this many validations without a better --monitor.")
+    monitor: str = setting(
+        "hits@10", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
+    )
+    jit_compile: bool = setting(True, "Compile the train step with XLA.", flag="jit")
 
     def __post_init__(self) -> None:
         _choice("loss", self.loss, LOSSES)
@@ -243,9 +305,11 @@ class EvalConfig:
         rank_type: how ties count; ``realistic`` is the mean of optimistic and pessimistic.
     """
 
-    eval_batch_size: int = 1000
-    chunk_size: int = 100_000
-    rank_type: str = "realistic"
+    eval_batch_size: int = setting(1000, "Queries per score block.")
+    chunk_size: int = setting(100_000, "Entities per score block.")
+    rank_type: str = setting(
+        "realistic", "How ties count: realistic is the mean of optimistic and pessimistic.", choices=RANK_TYPES
+    )
 
     def __post_init__(self) -> None:
         _positive_int("eval_batch_size", self.eval_batch_size)
@@ -264,9 +328,16 @@ class DistributeConfig:
         logical_cpus: split the CPU into this many devices (0: leave it whole).
     """
 
-    strategy: str = "default"
-    gpus: str | None = None
-    logical_cpus: int = 0
+    strategy: str = setting(
+        "default",
+        "default: one device; mirrored: this machine's GPUs (or logical CPUs); "
+        "multi-worker: the cluster in $TF_CONFIG.",
+        choices=STRATEGIES,
+    )
+    gpus: str | None = setting(None, "GPUs for --strategy mirrored, e.g. 0,1 (default: all).", metavar="LIST")
+    logical_cpus: int = setting(
+        0, "Split the CPU into N devices (mirrored without GPUs; also $JOBI_TF_LOGICAL_CPUS).", metavar="N"
+    )
 
     def __post_init__(self) -> None:
         _choice("strategy", self.strategy, STRATEGIES)
@@ -283,7 +354,7 @@ class RunConfig:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
     distribute: DistributeConfig = dataclasses.field(default_factory=DistributeConfig)
-    seed: int = 0
+    seed: int = setting(0, "Seed of the initial weights, the epoch order and the negatives.")
 
     def __post_init__(self) -> None:
         _positive_int("seed", self.seed, 0)

@@ -37,6 +37,7 @@ from typing import Any
 from jobi_tf.config import SECTIONS, VARIANTS, RunConfig, variant_name
 from jobi_tf.errors import ConfigError, GridSpecError
 from jobi_tf.runs import RunFolder
+from jobi_tf.types import RANK_METRICS
 
 __all__ = ["GridSpec", "Cell", "load_spec", "summarize", "variant_name", "VARIANTS"]
 
@@ -44,7 +45,7 @@ __all__ = ["GridSpec", "Cell", "load_spec", "summarize", "variant_name", "VARIAN
 _FIELD_SECTION = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
 _FIELD_SECTION["seed"] = None
 
-SELECT_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")
+SELECT_METRICS = RANK_METRICS
 
 
 @dataclasses.dataclass(frozen=True)

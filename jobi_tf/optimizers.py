@@ -45,11 +45,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-__all__ = ["FusedAdam", "LazyAdam", "LazyAdagrad", "LAZY_MIN_ROWS", "choose_optimizer", "make_optimizer"]
+from jobi_tf.config import LAZY_MIN_ROWS  # auto's threshold (bench/step_time_vs_size.py, docs/performance.md)
 
-#: ``--optimizer auto`` uses lazy Adam from this many entity rows on, dense Adam (the
-#: paper's) below; chosen from ``bench/step_time_vs_size.py`` (see docs/performance.md).
-LAZY_MIN_ROWS = 100_000
+__all__ = ["FusedAdam", "LazyAdam", "LazyAdagrad", "LAZY_MIN_ROWS", "choose_optimizer", "make_optimizer"]
 
 
 def _unique_rows(gradient: tf.IndexedSlices, num_rows: int, dtype: tf.DType) -> tuple[tf.Tensor, tf.Tensor]:

@@ -31,13 +31,14 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import RunConfig
+from jobi_tf.types import RANK_METRICS
 
 __all__ = ["RunSummaries", "write_hparams", "write_test", "write_projector", "HPARAM_METRICS", "PROJECTOR_MAX_ENTITIES"]
 
 logger = logging.getLogger(__name__)
 
 #: The metrics of each evaluation, as named in ``metrics.json``.
-METRICS = ("mrr", "hits@1", "hits@3", "hits@10", "type_inconsistent")
+METRICS = (*RANK_METRICS, "type_inconsistent")
 #: Columns of TensorBoard's HParams table (``jobi-tf grid`` declares them too).
 HPARAM_METRICS = tuple(f"best/valid_{m}" for m in METRICS[:4]) + tuple(f"test/{m}" for m in METRICS)
 #: Entities shown in the Projector at most (the most frequent in training); it samples

@@ -45,6 +45,7 @@ from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
 from jobi_tf.runs import RunFolder
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch
+from jobi_tf.types import RANK_METRICS
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "load_run", "build_model", "make_optimizer"]
 
@@ -228,9 +229,9 @@ class EvaluationCallback(keras.callbacks.Callback):
         if any(isinstance(v, float) and not math.isfinite(v) for v in logs.values()):
             return  # never checkpoint non-finite weights
         metrics = self.evaluator.evaluate(self.model, "valid")
-        for k in ("mrr", "hits@1", "hits@3", "hits@10", "type_inconsistent"):
+        for k in (*RANK_METRICS, "type_inconsistent"):
             logs["val_" + k.replace("@", "_at_")] = metrics[k]
-        summary = {k: metrics[k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
+        summary = {k: metrics[k] for k in RANK_METRICS}
         self.state["history"].append({"epoch": done, **summary, **{k: float(v) for k, v in logs.items()}})
         logger.info("epoch %d validation: %s", done, json.dumps(summary))
         if metrics[self.monitor] > self.state["best"]:

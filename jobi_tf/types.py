@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["HEAD", "RELATION", "TAIL", "SPLITS"]
+__all__ = ["HEAD", "RELATION", "TAIL", "SPLITS", "RANK_METRICS"]
 
 #: Column of each part of a triple in an ``(N, 3)`` array.
 HEAD, RELATION, TAIL = 0, 1, 2
 
 #: The three splits of a benchmark, in the order they are read.
 SPLITS = ("train", "valid", "test")
+
+#: The filtered ranking metrics every evaluation reports (metrics.json, logs, grids).
+RANK_METRICS = ("mrr", "hits@1", "hits@3", "hits@10")

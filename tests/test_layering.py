@@ -117,3 +117,13 @@ def test_run_folder_names_are_written_once():
         if name in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def test_choice_lists_agree_with_their_registries():
+    """The config's names (what the CLI and config.json accept) are the registries' keys."""
+    from jobi_tf.config import LOSSES, MODELS
+    from jobi_tf.models.scorers import SCORERS
+    from jobi_tf.objectives import OBJECTIVES
+
+    assert set(MODELS) == set(SCORERS)
+    assert set(LOSSES) == set(OBJECTIVES)
