@@ -206,8 +206,7 @@ class TripleScorerModule(tf.Module):
         h, r, t = self._safe(found, h), self._safe(found, r), self._safe(found, t)
         entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
         # The same expression as JoBiModel.score_triples.
-        query = self._scorer.tail_query(tf.gather(entities, h), tf.gather(relations, r))
-        scores = tf.reduce_sum(query * tf.gather(entities, t), axis=-1)
+        scores = self._scorer.score(tf.gather(entities, h), tf.gather(relations, r), tf.gather(entities, t))
         return {"score": tf.where(found, scores, np.nan), "found": found}
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)

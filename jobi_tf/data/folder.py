@@ -24,7 +24,7 @@ import numpy as np
 
 from jobi_tf.data.fingerprints import fingerprint, group_by_fingerprint
 from jobi_tf.data.index import KGIndex, index_from_ids
-from jobi_tf.data.triples import cut_fields, field_bounds, read_file_bytes, split_paths
+from jobi_tf.data.triples import cut_fields, field_bounds, read_file_bytes, split_paths, warn_repeated_triples
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
 
@@ -67,7 +67,7 @@ def read_folder_index(folder: str | os.PathLike[str], source: str | None = None)
     ids = {}
     for i, split in enumerate(SPLITS):
         ids[split] = np.stack([entity_ids[2 * i], relation_ids[i], entity_ids[2 * i + 1]], axis=1)
-        _warn_repeats(ids[split], len(entities), len(relations), paths[split])
+        warn_repeated_triples(ids[split], paths[split])
     del bounds, columns
     return entities, relations, index_from_ids(ids, len(entities), len(relations), source or str(folder))
 
@@ -102,20 +102,3 @@ def _number_by_sorting(columns: list[_Column], width: int, offsets: np.ndarray) 
     distinct, group_of = np.unique(labels, return_inverse=True)
     vocab, ids = Vocab.from_groups(distinct, group_of.ravel())
     return vocab, [ids[offsets[k] : offsets[k + 1]] for k in range(len(columns))]
-
-
-def _warn_repeats(ids: np.ndarray, num_entities: int, num_relations: int, path: os.PathLike[str]) -> None:
-    """Log (do not fail) repeated triples of a split, naming the first repeated line."""
-    if num_entities * num_entities * num_relations < 2**63:
-        keys = (ids[:, HEAD].astype(np.int64) * num_relations + ids[:, RELATION]) * num_entities + ids[:, TAIL]
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        repeat = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1]) + 1
-        lines = order[repeat]
-    else:
-        _, first = np.unique(ids, axis=0, return_index=True)
-        lines = np.setdiff1d(np.arange(len(ids)), first)
-    if len(lines):
-        logger.warning(
-            "%s:%d: %d duplicate triple(s) in this split (first here); they are kept", path, lines.min() + 1, len(lines)
-        )

@@ -18,7 +18,7 @@ import logging
 import numpy as np
 
 from jobi_tf.data.fingerprints import unique_first
-from jobi_tf.data.keys import pack, sorted_contains
+from jobi_tf.data.keys import pack
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import DatasetFormatError
 from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
@@ -145,20 +145,6 @@ class KGIndex:
         if name not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}. Received: split={name!r}")
         return getattr(self, name)
-
-    def pair_labels(self, relations: np.ndarray, entities: np.ndarray, corrupt_tail: np.ndarray) -> np.ndarray:
-        """NumPy reference of the pair label of a corrupted triple (float32, same shape).
-
-        1 when the substituted entity was seen in that slot of that relation in train: for a
-        corrupted tail, ``entity in train_tails[relation]``; for a head, ``in train_heads``.
-        """
-        key = pack(relations, entities, self.num_entities)
-        out = np.where(
-            corrupt_tail,
-            sorted_contains(self.train_tails.membership_keys(self.num_entities), key),
-            sorted_contains(self.train_heads.membership_keys(self.num_entities), key),
-        )
-        return out.astype(np.float32)
 
 
 def build_index(splits: dict[str, np.ndarray], source: str = "dataset") -> tuple[Vocab, Vocab, KGIndex]:

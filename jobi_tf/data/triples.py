@@ -67,7 +67,7 @@ def parse_triples_text(data: bytes, path: str | os.PathLike[str]) -> np.ndarray:
     """Validate and split the bytes of a triples file into str ``(N, 3)`` (see `read_triples`)."""
     buf, starts, lengths = field_bounds(data, path)
     fields = cut_fields(buf, starts, lengths).reshape(-1, 3)
-    _warn_duplicates(fields, path)
+    warn_repeated_triples(fields, path)
     return _decode(fields)
 
 
@@ -193,14 +193,16 @@ def _decode(fields: np.ndarray) -> np.ndarray:
     return np.char.decode(fields, "utf-8")
 
 
-def _warn_duplicates(fields: np.ndarray, path: str | os.PathLike[str]) -> None:
-    """Log (do not fail) when a split repeats triples: they skew training and ranks."""
-    rows = np.ascontiguousarray(fields).view(f"S{3 * fields.dtype.itemsize}").ravel()
-    first_seen, _ = unique_first(rows)
-    n_dup = len(rows) - len(first_seen)
+def warn_repeated_triples(rows: np.ndarray, path: str | os.PathLike[str]) -> None:
+    """Log (do not fail) when a split repeats triples, naming the first repeated line: they
+    skew training and ranks. ``rows``: ``(N, 3)`` label fields or ids, in file order."""
+    rows = np.ascontiguousarray(rows)
+    as_bytes = rows.view(f"S{3 * rows.dtype.itemsize}").ravel()  # one fixed-width value per line
+    first_seen, _ = unique_first(as_bytes)
+    n_dup = len(as_bytes) - len(first_seen)
     if n_dup == 0:
         return
-    repeated = np.ones(len(rows), bool)
+    repeated = np.ones(len(as_bytes), bool)
     repeated[first_seen] = False
     first = int(np.argmax(repeated)) + 1
     logger.warning("%s:%d: %d duplicate triple(s) in this split (first here); they are kept", path, first, n_dup)

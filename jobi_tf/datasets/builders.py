@@ -110,11 +110,22 @@ class KGTriplesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     # True where the upstream files are known to use CRLF: strip the CR of each line end.
     STRIP_TRAILING_CR: bool = False
     # Where to read about the dataset (TFDS `homepage`).
-    HOMEPAGE: str = ""
+    HOMEPAGE: str = "https://github.com/TimDettmers/ConvE"
     # Keys of this dataset's entries in CITATIONS.bib (TFDS `citation`).
     CITATION_KEYS: tuple[str, ...] = ()
-    # What TFDS prints when the manual folder is needed; set per subclass.
+    # What TFDS prints when the manual folder is needed; made from the attributes above.
     MANUAL_DOWNLOAD_INSTRUCTIONS = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A benchmark's TFDS name ("jobi_" avoids clashes in TFDS's registry, which cannot hold
+        "-") and its manual-download text follow from `JOBI_NAME`, `URL` and `ARCHIVE_MEMBERS`;
+        set before TFDS registers the class, which reads ``name``."""
+        if cls.JOBI_NAME:
+            cls.name = "jobi_" + cls.JOBI_NAME.replace("-", "_")
+            cls.MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(
+                cls.URL, cls.ARCHIVE_MEMBERS, crlf=cls.STRIP_TRAILING_CR
+            )
+        super().__init_subclass__(**kwargs)
 
     def __init__(self, *, verify_checksums: bool = True, **kwargs: object) -> None:
         super().__init__(**kwargs)
@@ -243,11 +254,8 @@ def _strip_trailing_cr(data: bytes) -> bytes:
 class FB15k237(KGTriplesBuilder):
     """FB15k-237 (Toutanova and Chen, 2015), as distributed with ConvE."""
 
-    # TFDS dataset name (TFDS names cannot contain "-"; "jobi_" avoids clashes in the registry).
-    name = "jobi_fb15k_237"
     JOBI_NAME = "fb15k-237"
     URL = f"{_CONVE_RAW}/FB15k-237.tar.gz"
-    ARCHIVE_MEMBERS = _CONVE_MEMBERS
     SHA256 = {
         "train": "61099230e4439f90885ca9767739e31e8e32f54736fa1c35952b27997bc7c08a",
         "valid": "749cbe9d923bac7b9354da5614ecfed2e0220256d442c3e04a6b303db1f273d9",
@@ -255,15 +263,12 @@ class FB15k237(KGTriplesBuilder):
     }
     # The ConvE copies use CRLF line endings; the CR is not part of the entity ids.
     STRIP_TRAILING_CR = True
-    HOMEPAGE = "https://github.com/TimDettmers/ConvE"
     CITATION_KEYS = ("toutanova2015observed",)
-    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS, crlf=True)
 
 
 class FB15k(KGTriplesBuilder):
     """FB15k (Bordes et al., 2013); has test leakage through inverse relations (see FB15k-237)."""
 
-    name = "jobi_fb15k"
     JOBI_NAME = "fb15k"
     # Mirror of the original release (everest.hds.utc.fr/doku.php?id=en:transe, fb15k.tgz),
     # used by facebookresearch/PyTorch-BigGraph and StarSpace; the original host is often down.
@@ -276,88 +281,67 @@ class FB15k(KGTriplesBuilder):
     SHA256 = None  # no verified sha256 of the split files known here
     HOMEPAGE = "https://everest.hds.utc.fr/doku.php?id=en:transe"
     CITATION_KEYS = ("bordes2013transe",)
-    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS)
 
 
 class WN18RR(KGTriplesBuilder):
     """WN18RR (Dettmers et al., 2018), WN18 without its inverse-relation test leakage."""
 
-    name = "jobi_wn18rr"
     JOBI_NAME = "wn18rr"
     URL = f"{_CONVE_RAW}/WN18RR.tar.gz"
-    ARCHIVE_MEMBERS = _CONVE_MEMBERS
     SHA256 = {
         "train": "038612e783c215ee5f3ca9fbfca27b8d0739be1028fe4ee7c174aecf0b83d5df",
         "valid": "453ce7202afa58094a04d2b1560ee2b02660f1c260b32ce6651c8ccedd1028ab",
         "test": "0383bceaaa1096cf3c03ec021ed0048068e2355dbfc0239b292cefdac821cec5",
     }
-    HOMEPAGE = "https://github.com/TimDettmers/ConvE"
     CITATION_KEYS = ("dettmers2018conve",)
-    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS)
 
 
 class YAGO310(KGTriplesBuilder):
     """YAGO3-10 (Dettmers et al., 2018): YAGO3 entities with at least 10 relations."""
 
-    name = "jobi_yago3_10"
     JOBI_NAME = "yago3-10"
     URL = f"{_CONVE_RAW}/YAGO3-10.tar.gz"
-    ARCHIVE_MEMBERS = _CONVE_MEMBERS
     SHA256 = None  # no verified sha256 of the split files known here
-    HOMEPAGE = "https://github.com/TimDettmers/ConvE"
     CITATION_KEYS = ("dettmers2018conve", "mahdisoltani2015yago3")
-    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS)
 
 
 class Kinship(KGTriplesBuilder):
     """Kinship (Alyawarra kinship terms), the split distributed with ConvE; ~48% inverse relations."""
 
-    name = "jobi_kinship"
     JOBI_NAME = "kinship"
     URL = f"{_CONVE_RAW}/kinship.tar.gz"
-    ARCHIVE_MEMBERS = _CONVE_MEMBERS
     SHA256 = {
         "train": "738612111a6acf0e39662bde24c7e72a4d1edf20931beea077da367dda689731",
         "valid": "c56f8630a583178b1e569f11a64aa535ae1ce0b0912d8b1e24716be2b37f04da",
         "test": "05e5733265761d55be9c05bfaff5a8d0808df46f9c1e9d66cc3f2fe114e43d88",
     }
-    HOMEPAGE = "https://github.com/TimDettmers/ConvE"
     CITATION_KEYS = ("kemp2006irm", "dettmers2018conve")
-    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS)
 
 
 class UMLS(KGTriplesBuilder):
     """UMLS (biomedical concepts), the split distributed with ConvE."""
 
-    name = "jobi_umls"
     JOBI_NAME = "umls"
     URL = f"{_CONVE_RAW}/umls.tar.gz"
-    ARCHIVE_MEMBERS = _CONVE_MEMBERS
     SHA256 = {
         "train": "873ef4925516b83e7f6f8cc02b4be51d848828710a7f65a956f0ac4a9e452f35",
         "valid": "025c98f8a4891e2a6582ec5b40ee0d904031edad9c52554522f4b7904820c98e",
         "test": "a7eb529a3d2810fcc96341ccc97c625a5e202f8389673aa6bd317eeebbb79014",
     }
-    HOMEPAGE = "https://github.com/TimDettmers/ConvE"
     CITATION_KEYS = ("kemp2006irm", "dettmers2018conve")
-    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS)
 
 
 class Nations(KGTriplesBuilder):
     """Nations (international relations), the split distributed with ConvE; >95% inverse relations."""
 
-    name = "jobi_nations"
     JOBI_NAME = "nations"
     URL = f"{_CONVE_RAW}/nations.tar.gz"
-    ARCHIVE_MEMBERS = _CONVE_MEMBERS
     SHA256 = {
         "train": "0830fa9da8e5bba2ccdaa45b7bdc9130451ba66b09ff2708f35fccaf82473e57",
         "valid": "2b337a62e51a2f45c283eac98a70d21b7e0e102136be1539b2a52c652a7b0530",
         "test": "3971085165b47b6aeaec68058c6d8d98b3005e929db81268410b95ae4db770ab",
     }
-    HOMEPAGE = "https://github.com/TimDettmers/ConvE"
     CITATION_KEYS = ("kemp2006irm", "dettmers2018conve")
-    MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(URL, ARCHIVE_MEMBERS)
 
 
 #: jobi_tf dataset name -> builder class, in the order of `jobi_tf.datasets.NAMES`.

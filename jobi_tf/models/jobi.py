@@ -214,10 +214,8 @@ class JoBiModel(keras.Model):
     def score_triples(self, triples: tf.Tensor) -> tf.Tensor:
         """``[B]`` triple-head scores of int ``[B, 3]`` triples (the forward relation's, with
         ``reciprocal``: what ranks tails)."""
-        return tf.reduce_sum(
-            self.tail_queries(triples[:, HEAD], triples[:, RELATION]) * _rows(self.entity_embeddings, triples[:, TAIL]),
-            axis=-1,
-        )
+        head, tail = _rows(self.entity_embeddings, triples[:, HEAD]), _rows(self.entity_embeddings, triples[:, TAIL])
+        return self.scorer.score(head, _rows(self.triple_relations, triples[:, RELATION]), tail)
 
     def entity_rows(self, ids: tf.Tensor) -> tf.Tensor:
         """Rows ``ids`` of the entity table (a row gather, see `_rows`)."""

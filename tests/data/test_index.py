@@ -167,26 +167,6 @@ def test_known_filters_hold_every_fact_of_every_split(seed):
     }
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_pair_labels_match_brute_force(seed):
-    splits, e, r = _random_id_splits(seed)
-    index = KGIndex.from_ids(splits, e, r)
-    heads, tails = defaultdict(set), defaultdict(set)
-    for h, rel, t in splits["train"].tolist():
-        heads[rel].add(h)
-        tails[rel].add(t)
-    rng = np.random.default_rng(100 + seed)
-    rels = rng.integers(r, size=(13, 11))
-    ents = rng.integers(e, size=(13, 11))
-    corrupt_tail = rng.random((13, 11)) < 0.5
-    got = index.pair_labels(rels, ents, corrupt_tail)
-    assert got.dtype == np.float32 and got.shape == (13, 11)
-    flat = zip(rels.ravel().tolist(), ents.ravel().tolist(), corrupt_tail.ravel().tolist(), strict=True)
-    expected = np.array([float(ent in (tails if ct else heads)[rel]) for rel, ent, ct in flat]).reshape(13, 11)
-    np.testing.assert_array_equal(got, expected)
-    assert 0 < got.sum() < got.size  # both outcomes exercised
-
-
 def test_split_accessor():
     splits, e, r = _random_id_splits(0)
     index = KGIndex.from_ids(splits, e, r)
