@@ -21,10 +21,17 @@ __all__ = ["evaluate"]
 @click.option(
     "--per-relation/--no-per-relation", default=False, show_default=True, help="Include the per-relation breakdown."
 )
+@click.option(
+    "--relations",
+    is_flag=True,
+    help="Also rank the true relation of each (h, ?, t) among all relations (filtered): 'relation_prediction'.",
+)
 @eval_options
 @click.pass_context
 @reports_errors
-def evaluate(ctx: click.Context, run_dir: str, split: str, tails_only: bool, per_relation: bool, **flags) -> None:
+def evaluate(
+    ctx: click.Context, run_dir: str, split: str, tails_only: bool, per_relation: bool, relations: bool, **flags
+) -> None:
     """Print MRR and Hits@1/3/10 (overall, head, tail) of RUN_DIR's best weights as JSON."""
     eval_cfg = EvalConfig(**flags)
     start_tensorflow()
@@ -34,6 +41,8 @@ def evaluate(ctx: click.Context, run_dir: str, split: str, tails_only: bool, per
         _, model, evaluator = load_run(run_dir)
         evaluator.cfg = dataclasses.replace(evaluator.cfg, **dataclasses.asdict(eval_cfg))
         metrics = evaluator.evaluate(model, split, tails_only=tails_only, progress=not ctx.obj["quiet"])
+        if relations:
+            metrics["relation_prediction"] = evaluator.relation_metrics(model, split)
     if not per_relation:
         metrics.pop("per_relation")
     click.echo(json.dumps({"split": split, **metrics}))

@@ -307,6 +307,14 @@ class Run:
         ids = self._encode_triples(split_or_triples)
         return evaluator.metrics_from_ranks(evaluator.ranks(self.model, ids))
 
+    def evaluate_relations(self, split: str = "test") -> dict:
+        """Filtered MRR and Hits@1/3/10 of relation prediction: the true relation of each
+        ``(h, ?, t)`` of a split ranked among all relations, other known ones removed."""
+        from jobi_tf.evaluation import FilteredEvaluator
+
+        evaluator = FilteredEvaluator(self.data.index, self.config.eval, relation_labels=self._relations.labels)
+        return evaluator.relation_metrics(self.model, split)
+
     def _encode_triples(self, triples: Sequence[Sequence[str]]) -> np.ndarray:
         rows = np.asarray(triples, dtype=str)
         if rows.ndim != 2 or rows.shape[1] != 3:

@@ -82,6 +82,13 @@ def test_evaluate_given_triples_uses_the_filtered_protocol(run, data):
     assert run.evaluate(triples)["mrr"] == pytest.approx(expected["mrr"])
 
 
+def test_relation_prediction_of_a_run(run, data):
+    from jobi_tf.evaluation import FilteredEvaluator
+
+    expected = FilteredEvaluator(data.index).relation_metrics(run.model, "valid")
+    assert run.evaluate_relations("valid")["mrr"] == pytest.approx(expected["mrr"])
+
+
 def test_embeddings_have_names(run):
     emb = run.entity_embeddings()
     assert len(emb.names) == emb.vectors.shape[0] == len(run.entities)

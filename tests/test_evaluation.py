@@ -335,3 +335,46 @@ def test_type_inconsistent_share_by_hand():
     assert metrics["head"]["type_inconsistent"] == pytest.approx(want[~ranks.tail_query].mean())
     for r in np.unique(ranks.relations):
         assert metrics["per_relation"][str(r)]["type_inconsistent"] == pytest.approx(want[ranks.relations == r].mean())
+
+
+# -- relation prediction -------------------------------------------------------------------
+
+
+def _brute_force_relation_ranks(scores: np.ndarray, splits: dict, triples: np.ndarray):
+    known = {tuple(x) for s in SPLITS for x in splits[s].tolist()}
+    opt, pes = [], []
+    for h, r, t in triples.tolist():
+        cand = scores[h, :, t]
+        keep = np.array([(h, other, t) not in known for other in range(len(cand))])
+        opt.append(1 + np.sum(cand[keep] > cand[r]))
+        pes.append(1 + np.sum(cand[keep] > cand[r]) + np.sum(cand[keep] == cand[r]))
+    return np.array(opt, float), np.array(pes, float)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_relation_ranks_match_brute_force(name):
+    splits, index = _random_kg(4)
+    ent, rel = _random_weights(name, 5)
+    scores = _all_scores(name, ent, rel)
+    got = FilteredEvaluator(index, EvalConfig(eval_batch_size=7)).relation_ranks(_model(name, ent, rel), splits["test"])
+    expected = _brute_force_relation_ranks(scores, splits, splits["test"])
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    # Filtering matters here: some test pair is linked by another known relation too.
+    pairs = {(h, t) for s in SPLITS for h, _, t in splits[s].tolist()}
+    assert sum(len({r for h2, r, t2 in splits["train"].tolist() if (h2, t2) == p}) > 1 for p in pairs) > 0
+    metrics = FilteredEvaluator(index).relation_metrics(_model(name, ent, rel), "test")
+    assert metrics["mrr"] == pytest.approx(np.mean(2.0 / (expected[0] + expected[1])))
+    assert metrics["count"] == len(splits["test"])
+
+
+def test_relation_ranks_of_a_reciprocal_model_use_the_forward_rows():
+    splits, index = _random_kg(6)
+    ent, rel = _random_weights("complex", 7)
+    model = JoBiModel(num_entities=E, num_relations=R, model="complex", dim=DIM, reciprocal=True)
+    model.entity_embeddings.assign(ent)
+    inverse = np.random.default_rng(8).normal(size=rel.shape).astype(np.float32) * 10  # must not matter
+    model.triple_relations.assign(np.concatenate([rel, inverse]))
+    got = FilteredEvaluator(index).relation_ranks(model, splits["test"])
+    expected = _brute_force_relation_ranks(_all_scores("complex", ent, rel), splits, splits["test"])
+    np.testing.assert_array_equal(got[0], expected[0])

@@ -123,6 +123,10 @@ def test_one_vs_all_with_label_smoothing_and_relation_prediction(tmp_path):
     train = json.loads((run / "config.json").read_text())["train"]
     assert train["label_smoothing"] == 0.1 and train["relation_prediction"] == 4.0
     assert 0 < json.loads(result.stdout.strip().splitlines()[-1])["test"]["mrr"] <= 1
+    result = CliRunner().invoke(main, ["-q", "evaluate", str(run), "--relations"])
+    assert result.exit_code == 0, result.output
+    relations = json.loads(result.stdout.strip().splitlines()[-1])["relation_prediction"]
+    assert 0 < relations["mrr"] <= 1 and relations["count"] > 0 and relations["rank_type"] == "realistic"
 
 
 def test_label_smoothing_needs_the_full_softmax(tmp_path):
