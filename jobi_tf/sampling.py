@@ -50,11 +50,14 @@ class NegativeSampler:
         index: the graph; its training head/tail pools become constant tensors once.
         cfg: batch size, negatives, ``p`` and the shared-negatives chunk.
         seed: run seed; each batch's draws are keyed on ``(seed, step)``.
+        provenance: also return ``biased`` (which negatives came from the slot pools), for
+            inspecting the sampler; training does not read it, so it is left out by default.
     """
 
-    def __init__(self, index: KGIndex, cfg: SamplerConfig, seed: int = 0) -> None:
+    def __init__(self, index: KGIndex, cfg: SamplerConfig, seed: int = 0, *, provenance: bool = False) -> None:
         self.cfg = cfg
         self.seed = int(seed)
+        self.provenance = provenance
         self.num_entities = index.num_entities
         tails, heads = index.train_tails, index.train_heads
         # One flat pool: tails first, then heads, so a single gather serves both sides.
@@ -148,7 +151,7 @@ class NegativeSampler:
 
         Returns:
             A dict with ``triples`` and, per-triple mode, ``candidates`` int32 ``[B, K]``,
-            ``corrupt_tail`` bool ``[B, K]``, ``biased`` bool ``[B, K]``, ``valid_negative``
+            ``corrupt_tail`` bool ``[B, K]``, ``valid_negative``
             bool ``[B, K]`` and ``pair_labels`` float32 ``[B, K]``. With shared negatives the
             first ``K_b = round(p K)`` negatives are per triple as above, and the other
             ``K_u`` are shared by each chunk of C positives: ``shared_candidates`` and
@@ -156,6 +159,7 @@ class NegativeSampler:
             the side may be per positive); ``pair_labels`` and ``valid_negative`` are
             ``[B, K_b + K_u]`` in that order. With ``corrupt_side="per-positive"`` also
             ``positive_corrupt_tail`` bool ``[B]`` (the model then scores one side only).
+            With ``provenance``, per-triple mode adds ``biased`` bool ``[B, K]``.
         """
         cfg = self.cfg
         seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(step, tf.int64)])
@@ -170,6 +174,8 @@ class NegativeSampler:
         if cfg.shared_negatives == 0:
             own = self._draw(rel, tf.stack([b, cfg.neg]), cfg.p, s_own, side)
             out = dict(own, triples=triples)
+            if not self.provenance:
+                out.pop("biased")
             out["valid_negative"] = self._differs(triples, own["candidates"], own["corrupt_tail"])
             out["pair_labels"] = self.pair_labels(rel, own["candidates"], own["corrupt_tail"])
             if side is not None:

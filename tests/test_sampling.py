@@ -54,7 +54,6 @@ def test_dataset_shapes_and_dtypes(small_typed_index):
         "triples",
         "candidates",
         "corrupt_tail",
-        "biased",
         "valid_negative",
         "pair_labels",
         "positive_corrupt_tail",
@@ -64,7 +63,6 @@ def test_dataset_shapes_and_dtypes(small_typed_index):
     for k, dtype in [
         ("candidates", np.int32),
         ("corrupt_tail", np.bool_),
-        ("biased", np.bool_),
         ("valid_negative", np.bool_),
         ("pair_labels", np.float32),
     ]:
@@ -79,7 +77,7 @@ def big_draw(small_typed_index):
     index = small_typed_index
     triples = _batch(index, 256)
     cfg = SamplerConfig(batch_size=256, neg=100, p=0.3, corrupt_side="per-negative")
-    sampler = NegativeSampler(index, cfg, seed=5)
+    sampler = NegativeSampler(index, cfg, seed=5, provenance=True)
     return triples, _np(sampler(tf.constant(triples), tf.constant(17, tf.int64)))
 
 
@@ -110,7 +108,7 @@ def test_head_tail_coin_is_fair(big_draw):
 
 def test_p_zero_gives_no_biased_draws(small_typed_index):
     triples = _batch(small_typed_index, 128)
-    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=128, neg=50, p=0.0), seed=5)
+    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=128, neg=50, p=0.0), provenance=True, seed=5)
     x = _np(sampler(tf.constant(triples), tf.constant(3, tf.int64)))
     assert not x["biased"].any()
     # Uniform draws: pair labels are then a mix, and about |pool| / E of them are 1.
@@ -119,7 +117,7 @@ def test_p_zero_gives_no_biased_draws(small_typed_index):
 
 def test_p_one_gives_only_biased_draws(small_typed_index):
     triples = _batch(small_typed_index, 64)
-    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=64, neg=20, p=1.0), seed=2)
+    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=64, neg=20, p=1.0), provenance=True, seed=2)
     x = _np(sampler(tf.constant(triples), tf.constant(0, tf.int64)))
     assert x["biased"].all()
     np.testing.assert_array_equal(x["pair_labels"], 1.0)
@@ -143,7 +141,7 @@ def test_biased_draws_are_uniform_over_the_pool(small_typed_index):
     rel = 3
     rows = index.train[index.train[:, 1] == rel]
     triples = rows[np.arange(64) % len(rows)]
-    sampler = NegativeSampler(index, SamplerConfig(batch_size=64, neg=200, p=1.0), seed=8)
+    sampler = NegativeSampler(index, SamplerConfig(batch_size=64, neg=200, p=1.0), provenance=True, seed=8)
     x = _np(sampler(tf.constant(triples), tf.constant(1, tf.int64)))
     for side, pool in ((True, tails[rel]), (False, heads[rel])):
         drawn = x["candidates"][x["corrupt_tail"] == side]
@@ -320,7 +318,7 @@ def test_per_positive_side_is_one_coin_per_positive(small_typed_index):
     index = small_typed_index
     triples = _batch(index, 256)
     cfg = SamplerConfig(batch_size=256, neg=40, p=0.3, corrupt_side="per-positive")
-    x = _np(NegativeSampler(index, cfg, seed=5)(tf.constant(triples), tf.constant(17, tf.int64)))
+    x = _np(NegativeSampler(index, cfg, seed=5, provenance=True)(tf.constant(triples), tf.constant(17, tf.int64)))
     side = x["corrupt_tail"]
     # Every negative of a positive corrupts the same slot; the coin is fair across positives.
     assert (side == side[:, :1]).all()
@@ -409,3 +407,13 @@ def test_sampled_training_builds_no_dense_slot_table(small_typed_index):
     assert sampler._slot_tables is None  # only 1-vs-all pair labels need it
     sampler.dense_pair_labels(tf.constant(small_typed_index.train[:16], tf.int32))
     assert sampler._slot_tables is not None
+
+
+def test_training_batches_carry_no_provenance(small_typed_index):
+    """``biased`` is for inspecting the sampler; training batches leave it out (the model reads no such feature)."""
+    cfg = SamplerConfig(batch_size=16, neg=4, p=0.5)
+    triples, step = tf.constant(_batch(small_typed_index, 16)), tf.constant(1, tf.int64)
+    plain = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, step))
+    inspected = _np(NegativeSampler(small_typed_index, cfg, seed=1, provenance=True)(triples, step))
+    assert "biased" not in plain and set(inspected) - set(plain) == {"biased"}
+    np.testing.assert_array_equal(plain["candidates"], inspected["candidates"])

@@ -18,7 +18,7 @@ import keras
 import tensorflow as tf
 
 from jobi_tf.config import REGULARIZERS
-from jobi_tf.models.scorers import get_scorer
+from jobi_tf.models.scorers import Scorer, get_scorer
 from jobi_tf.objectives import (
     OBJECTIVES,
     Objective,
@@ -52,7 +52,8 @@ class JoBiModel(keras.Model):
     Args:
         num_entities: rows of the shared entity table.
         num_relations: rows of each relation table.
-        model: ``"distmult"``, ``"complex"`` or ``"simple"``.
+        model: ``"distmult"``, ``"complex"`` or ``"simple"``, or a `jobi_tf.models.Scorer` of
+            your own (it may own weights; they train with the tables and are checkpointed).
         dim: components per part (ComplEx 200 = 200 real + 200 imaginary). Default 200.
         joint: add the pair head (JoBi). Default False (the baseline).
         alpha: weight of the pair loss. Default 0.5.
@@ -93,7 +94,7 @@ class JoBiModel(keras.Model):
         self,
         num_entities: int,
         num_relations: int,
-        model: str = "complex",
+        model: str | Scorer = "complex",
         dim: int = 200,
         joint: bool = False,
         alpha: float = 0.5,
@@ -122,8 +123,8 @@ class JoBiModel(keras.Model):
         self.pair_objective = PairBCE(candidates=self.objective.candidates) if joint else None
         self.num_entities = num_entities
         self.num_relations = num_relations
-        self.model_name = model
         self.scorer = get_scorer(model)
+        self.model_name = self.scorer.kind  # None for a scorer of your own
         self.dim = dim
         self.joint = joint
         self.alpha = alpha

@@ -1,4 +1,4 @@
-"""Stateless DistMult, ComplEx and SimplE scoring functions.
+"""DistMult, ComplEx and SimplE scoring functions, as Keras layers.
 
 Every bilinear score can be written as a dot product ``s(h, r, t) = <q, e>`` between a
 *query* vector built from the two known parts and the full embedding row of the candidate
@@ -11,6 +11,10 @@ exported top-k) is built from them:
 * ``score_candidates(q, rows)``: the scores of queries against candidate rows, ``<q, row>``
   here (a matmul); the hook a scorer that is not a dot product overrides.
 
+A scorer is a `keras.layers.Layer` so that one may own weights (a core tensor, a learned
+scale): the model tracks it, its weights train and are checkpointed with the tables. The
+three built-in scorers own none. Each model gets its own instance (`get_scorer`).
+
 Widths follow the paper's code: ``dim`` counts components per part, so ComplEx dim 200 is
 200 real + 200 imaginary (entity rows of 400 floats) and SimplE dim 200 has a head-role
 and a tail-role embedding of 200 each per entity, and a relation and an inverse-relation
@@ -19,6 +23,7 @@ embedding of 200 each per relation.
 
 from __future__ import annotations
 
+import keras
 import tensorflow as tf
 
 __all__ = ["Scorer", "DistMult", "ComplEx", "SimplE", "SCORERS", "get_scorer"]
@@ -26,10 +31,15 @@ __all__ = ["Scorer", "DistMult", "ComplEx", "SimplE", "SCORERS", "get_scorer"]
 _LETTERS, _EXTRA = "abcdefgh", "stuv"  # einsum axis names: batch axes, then a query's extra axes
 
 
-class Scorer:
-    """Interface of a bilinear scorer (stateless: it owns no weights)."""
+class Scorer(keras.layers.Layer):
+    """Interface of a scorer. Subclasses set ``kind`` (the ``--model`` name; None for one of
+    your own) and the query functions; one with weights creates them in ``__init__``."""
 
-    name: str = ""
+    kind: str | None = None
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(name=kwargs.pop("name", self.kind or type(self).__name__.lower()), **kwargs)
+        self.built = True  # nothing to infer from an input: weights, if any, exist already
 
     def entity_width(self, dim: int) -> int:
         """Floats per entity row."""
@@ -91,7 +101,7 @@ class Scorer:
 class DistMult(Scorer):
     """``s = <h, r, t> = sum_i h_i r_i t_i`` (Yang et al., 2015); symmetric in h and t."""
 
-    name = "distmult"
+    kind = "distmult"
 
     def entity_width(self, dim: int) -> int:
         return dim
@@ -112,7 +122,7 @@ class DistMult(Scorer):
 class ComplEx(Scorer):
     """``s = Re(<h, r, conj(t)>)`` (Trouillon et al., 2016); rows are ``[real, imaginary]``."""
 
-    name = "complex"
+    kind = "complex"
 
     def entity_width(self, dim: int) -> int:
         return 2 * dim
@@ -149,7 +159,7 @@ class SimplE(Scorer):
     Entity rows are ``[head-role, tail-role]``; relation rows are ``[r, r_inverse]``.
     """
 
-    name = "simple"
+    kind = "simple"
 
     def entity_width(self, dim: int) -> int:
         return 2 * dim
@@ -176,12 +186,16 @@ class SimplE(Scorer):
         return 0.5 * tf.concat([h_head * t_tail, t_head * h_tail], axis=-1)
 
 
-SCORERS: dict[str, Scorer] = {s.name: s for s in (DistMult(), ComplEx(), SimplE())}
+#: The built-in scorers by their ``--model`` name.
+SCORERS: dict[str, type[Scorer]] = {cls.kind: cls for cls in (DistMult, ComplEx, SimplE)}
 
 
-def get_scorer(name: str) -> Scorer:
-    """The scorer called ``name`` (``distmult``, ``complex`` or ``simple``)."""
+def get_scorer(name: str | Scorer) -> Scorer:
+    """A new scorer called ``name`` (``distmult``, ``complex`` or ``simple``); a `Scorer`
+    instance (one of your own) is returned as is."""
+    if isinstance(name, Scorer):
+        return name
     try:
-        return SCORERS[name]
-    except KeyError:
-        raise ValueError(f"model must be one of {sorted(SCORERS)}. Received: model={name!r}") from None
+        return SCORERS[name]()
+    except (KeyError, TypeError):
+        raise ValueError(f"model must be one of {sorted(SCORERS)} or a Scorer. Received: model={name!r}") from None
