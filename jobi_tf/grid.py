@@ -23,6 +23,19 @@ Cells run one after another (a cell already uses every core), each in
 ``OUT/<cell name>`` through `jobi_tf.training.train`, so a stopped grid resumes where it
 stopped: finished cells (with ``metrics.json``) are skipped, an interrupted one continues
 from its checkpoint.
+
+A search instead of the whole grid, within a budget::
+
+    "search": {"trials": 12, "seed": 0, "halving": {"min_epochs": 4, "eta": 2}}
+
+``trials`` draws that many cells of each group (``group_by``) at random (seeded; all of
+them when a group is smaller), so that every group gets the same budget. ``halving`` is
+successive halving (Jamieson and Talwalkar, 2016; LibKGE's GraSH and PyKEEN's Optuna
+pruner use it): every cell trains ``min_epochs``, the best ``1/eta`` of each group by
+validation ``select`` continue to ``eta`` times as many epochs, and so on up to the cells'
+``epochs``. A cell continues from its own checkpoint (the same run, with more epochs), and
+the validation of each rung is kept as ``rung-<epochs>.json`` in its folder, so a stopped
+search replays its decisions and resumes.
 """
 
 from __future__ import annotations
@@ -30,6 +43,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +54,7 @@ from jobi_tf.errors import ConfigError, GridSpecError
 from jobi_tf.runs import RunFolder
 from jobi_tf.types import RANK_METRICS
 
-__all__ = ["GridSpec", "Cell", "load_spec", "summarize", "variant_name", "VARIANTS"]
+__all__ = ["GridSpec", "Cell", "Search", "load_spec", "summarize", "variant_name", "VARIANTS"]
 
 # Every RunConfig field, by its (unique) name: where a flat spec key belongs.
 _FIELD_SECTION = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
@@ -71,6 +86,46 @@ class Cell:
 
 
 @dataclasses.dataclass(frozen=True)
+class Search:
+    """A budget over the grid: a random subset of ``trials`` cells, and successive halving
+    from ``min_epochs`` by ``eta`` when ``min_epochs`` is set (module docstring)."""
+
+    trials: int | None = None
+    seed: int = 0
+    min_epochs: int | None = None
+    eta: int = 2
+
+    @classmethod
+    def parse(cls, raw: Any, source: str) -> Search:
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict) or set(raw) - {"trials", "seed", "halving"}:
+            raise GridSpecError(f"{source}: 'search' is an object with 'trials', 'seed' and 'halving'")
+        halving = raw.get("halving") or {}
+        if not isinstance(halving, dict) or set(halving) - {"min_epochs", "eta"}:
+            raise GridSpecError(f"{source}: 'search.halving' is an object with 'min_epochs' and 'eta'")
+        search = cls(raw.get("trials"), raw.get("seed", 0), halving.get("min_epochs"), halving.get("eta", 2))
+        for name, value, low in (
+            ("trials", search.trials, 1),
+            ("min_epochs", search.min_epochs, 1),
+            ("eta", search.eta, 2),
+        ):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                raise GridSpecError(f"{source}: search {name} must be an integer >= {low}. Received: {value!r}")
+        return search
+
+    def rungs(self, epochs: int) -> list[int]:
+        """Epoch budgets of the rungs up to ``epochs``: ``min_epochs * eta**k``, then ``epochs``."""
+        if self.min_epochs is None:
+            return [epochs]
+        out, budget = [], self.min_epochs
+        while budget < epochs:
+            out.append(budget)
+            budget *= self.eta
+        return [*out, epochs]
+
+
+@dataclasses.dataclass(frozen=True)
 class GridSpec:
     """A parsed, validated grid spec (see the module docstring)."""
 
@@ -79,6 +134,7 @@ class GridSpec:
     select: str = "hits@10"
     group_by: tuple[str, ...] = ("dataset", "model", "variant")
     source: str = "spec"
+    search: Search = Search()
 
     def __post_init__(self) -> None:
         grids = self._grids()
@@ -106,7 +162,17 @@ class GridSpec:
         for key in self.group_by:
             if key not in _FIELD_SECTION and key not in ("variant", "dataset"):
                 raise GridSpecError(f"{self.source}: cannot group by {key!r}")
-        self.cells()  # every cell must be a valid RunConfig before anything runs
+        cells = self.cells()  # every cell must be a valid RunConfig before anything runs
+        if self.search.min_epochs is not None:
+            if len({c.config.train.epochs for c in cells}) > 1:
+                raise GridSpecError(f"{self.source}: successive halving needs one 'epochs' for every cell")
+            for cell in cells:
+                every = cell.config.train.eval_every
+                if any(r % every for r in self.search.rungs(cell.config.train.epochs)[:-1]):
+                    raise GridSpecError(
+                        f"{self.source}: halving rungs {self.search.rungs(cell.config.train.epochs)} must be "
+                        f"multiples of eval_every ({every}) so that each rung ends with a validation"
+                    )
 
     def _grids(self) -> list[dict[str, list[Any]]]:
         grids = self.grid if isinstance(self.grid, list) else [self.grid]
@@ -131,7 +197,17 @@ class GridSpec:
                         "(vary the same settings in every sub-grid)"
                     )
                 out.setdefault(cell.name, cell)
-        return list(out.values())
+        cells = list(out.values())
+        if self.search.trials is None:
+            return cells
+        groups: dict[str, list[int]] = {}
+        for i, cell in enumerate(cells):
+            groups.setdefault(json.dumps({k: str(cell.key(k)) for k in self.group_by}, sort_keys=True), []).append(i)
+        rng = random.Random(self.search.seed)
+        chosen = set()
+        for members in groups.values():  # the same budget for every group, so they compare fairly
+            chosen.update(rng.sample(members, min(self.search.trials, len(members))))
+        return [cells[i] for i in sorted(chosen)]  # grid order kept
 
 
 def load_spec(path: str | Path) -> GridSpec:
@@ -154,7 +230,7 @@ def load_spec(path: str | Path) -> GridSpec:
             raise GridSpecError(f"{path}:{err.lineno}: not valid JSON: {err.msg}") from None
     if not isinstance(raw, dict) or "grid" not in raw:
         raise GridSpecError(f"{path}: a spec is an object with a 'grid' (and optional 'fixed', 'select')")
-    unknown = set(raw) - {"fixed", "grid", "select", "group_by", "description"}
+    unknown = set(raw) - {"fixed", "grid", "select", "group_by", "description", "search"}
     if unknown:
         raise GridSpecError(f"{path}: unknown top-level key(s) {sorted(unknown)}")
     return GridSpec(
@@ -163,6 +239,7 @@ def load_spec(path: str | Path) -> GridSpec:
         select=raw.get("select", "hits@10"),
         group_by=tuple(raw.get("group_by", ("dataset", "model", "variant"))),
         source=str(path),
+        search=Search.parse(raw.get("search"), str(path)),
     )
 
 
@@ -180,6 +257,9 @@ def run_grid(
     """
     out = Path(out)
     cells = spec.cells()
+    if spec.search.min_epochs is not None:
+        _successive_halving(spec, cells, out, train_cell, log)
+        return summarize(spec, out)
     for i, cell in enumerate(cells, 1):
         run_dir = out / cell.name
         if RunFolder(run_dir).finished:
@@ -188,6 +268,40 @@ def run_grid(
         log(f"[{i}/{len(cells)}] {cell.name}: training")
         train_cell(cell.config, run_dir)
     return summarize(spec, out)
+
+
+def _successive_halving(spec, cells, out: Path, train_cell, log) -> None:
+    """Train every cell to the first rung, keep the best ``1/eta`` of each group, repeat."""
+    groups: dict[str, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(json.dumps({k: str(cell.key(k)) for k in spec.group_by}, sort_keys=True), []).append(cell)
+    rungs = spec.search.rungs(cells[0].config.train.epochs)
+    for level, budget in enumerate(rungs):
+        for key, members in groups.items():
+            for i, cell in enumerate(members, 1):
+                folder = RunFolder(out / cell.name)
+                if folder.rung(budget).exists():
+                    continue
+                log(f"[rung {level + 1}/{len(rungs)}: {budget} epochs, {i}/{len(members)}] {cell.name}: training")
+                metrics = folder.read_metrics()
+                if metrics is not None and metrics["epochs"] < budget:
+                    folder.metrics.unlink()  # finished the last rung: continue the same run
+                config = dataclasses.replace(cell.config, train=dataclasses.replace(cell.config.train, epochs=budget))
+                train_cell(config, folder.path)
+                folder.rung(budget).write_text(folder.metrics.read_text(encoding="utf-8"), encoding="utf-8")
+            if level + 1 < len(rungs):
+                groups[key] = _best_of_rung(members, out, budget, spec.select, spec.search.eta)
+                log(f"rung {level + 1} kept {', '.join(c.name for c in groups[key])}")
+
+
+def _best_of_rung(members: list[Cell], out: Path, budget: int, select: str, eta: int) -> list[Cell]:
+    """The best ``ceil(n / eta)`` cells by validation ``select`` at this rung (ties: grid order)."""
+    scores = [
+        json.loads(RunFolder(out / c.name).rung(budget).read_text(encoding="utf-8"))["valid"][select] for c in members
+    ]
+    keep = max(1, math.ceil(len(members) / eta))
+    order = sorted(range(len(members)), key=lambda i: (-scores[i], i))[:keep]
+    return [members[i] for i in sorted(order)]
 
 
 def summarize(spec: GridSpec, out: str | Path) -> dict:

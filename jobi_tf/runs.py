@@ -10,6 +10,7 @@ layout is written down once::
     RUN/best.weights.npz     weights with the best validation metric so far
     RUN/metrics.json         final validation and test metrics
     RUN/tensorboard/         TensorBoard logs
+    RUN/rung-<epochs>.json   metrics at each rung of a successive-halving search (jobi_tf.grid)
     RUN/data/                the splits, when the run was trained on in-memory triples
 
 A run folder is enough to rebuild the trained model (`RunFolder.restore_model`): the
@@ -49,6 +50,10 @@ class RunFolder:
     metrics = property(lambda self: self.path / "metrics.json")
     tensorboard = property(lambda self: self.path / "tensorboard")
     data = property(lambda self: self.path / "data")
+
+    def rung(self, epochs: int) -> Path:
+        """``metrics.json`` as it was when a successive-halving search stopped the run at ``epochs``."""
+        return self.path / f"rung-{epochs}.json"
 
     @property
     def finished(self) -> bool:

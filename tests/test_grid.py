@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from jobi_tf.cli.main import main
 
 from jobi_tf.errors import GridSpecError
-from jobi_tf.grid import GridSpec, load_spec, markdown_table, run_grid, summarize, variant_name
+from jobi_tf.grid import GridSpec, Search, load_spec, markdown_table, run_grid, summarize, variant_name
 
 
 def _write(tmp_path, spec: dict | str, name: str = "spec.json"):
@@ -203,3 +203,117 @@ def test_the_two_curves_meet_at_batch_200_and_25_negatives():
     by_batch = {c.variant: c.config for c in grids["curves-batch-fb15k-237"] if c.config.sampler.batch_size == 200}
     by_neg = {c.variant: c.config for c in grids["curves-neg-fb15k-237"] if c.config.sampler.neg == 25}
     assert by_batch == by_neg and len(by_batch) == 4
+
+
+# -- search: random subset and successive halving ------------------------------------------
+
+
+def _halving_spec(**search) -> GridSpec:
+    return GridSpec(
+        fixed={"dataset": "synthetic", "epochs": 16, "eval_every": 2},
+        grid={"lr": [0.001, 0.003, 0.01, 0.03], "dim": [8, 16]},
+        select="mrr",
+        group_by=("model",),
+        search=Search(**search),
+    )
+
+
+def _fake_curve_trainer(calls: list, stop: tuple | None = None):
+    """Validation MRR grows with the epochs and depends on the settings; the best cell at
+    16 epochs (lr 0.01, dim 16) is not the best after 4 (lr 0.03, dim 16), as in real curves."""
+
+    def score(config, epochs):
+        lr, dim = config.train.lr, config.model.dim
+        late = {0.001: 0.1, 0.003: 0.2, 0.01: 0.4, 0.03: 0.3}[lr] + dim / 100
+        early = {0.001: 0.05, 0.003: 0.1, 0.01: 0.2, 0.03: 0.25}[lr] + dim / 200
+        return early + (late - early) * min(epochs, 16) / 16
+
+    def train(config, run_dir):
+        epochs = config.train.epochs
+        folder = Path(run_dir)
+        assert not (folder / "metrics.json").exists()  # a finished rung is continued, not re-finished
+        calls.append((folder.name, epochs))
+        if stop is not None and (folder.name, epochs) == stop:
+            raise KeyboardInterrupt
+        folder.mkdir(parents=True, exist_ok=True)
+        mrr = score(config, epochs)
+        valid = {"mrr": mrr, "hits@1": mrr / 2, "hits@3": mrr, "hits@10": mrr * 1.5}
+        (folder / "metrics.json").write_text(json.dumps({**_fake_metrics(valid, test_mrr=mrr), "epochs": epochs}))
+
+    return train
+
+
+def test_rungs_grow_by_eta_up_to_the_epochs():
+    assert Search(min_epochs=2, eta=2).rungs(16) == [2, 4, 8, 16]
+    assert Search(min_epochs=3, eta=3).rungs(20) == [3, 9, 20]
+    assert Search().rungs(16) == [16]
+
+
+def test_successive_halving_keeps_the_best_half_of_each_rung_and_resumes(tmp_path):
+    spec = _halving_spec(min_epochs=4, eta=2)
+    calls: list = []
+    with pytest.raises(KeyboardInterrupt):  # stopped in the middle of the second rung
+        run_grid(spec, tmp_path, _fake_curve_trainer(calls, stop=("lr-0.01_dim-16", 8)), log=lambda _: None)
+    summary = run_grid(spec, tmp_path, _fake_curve_trainer(calls), log=lambda _: None)
+    budgets = {}
+    for name, epochs in calls:
+        budgets.setdefault(epochs, set()).add(name)
+    assert len(budgets[4]) == 8  # every cell's first rung
+    assert budgets[8] == {"lr-0.03_dim-16", "lr-0.01_dim-16", "lr-0.03_dim-8", "lr-0.01_dim-8"}  # best 4 at epoch 4
+    assert budgets[16] == {"lr-0.03_dim-16", "lr-0.01_dim-16"}
+    assert [n for n, e in calls].count("lr-0.01_dim-16") == 4  # rungs 4, 8 (stopped), 8 again, 16: nothing else redone
+    assert summary["best"][0]["cell"] == "lr-0.01_dim-16" and summary["best"][0]["epochs"] == 16
+    assert (tmp_path / "lr-0.001_dim-8" / "rung-4.json").is_file()
+    assert not (tmp_path / "lr-0.001_dim-8" / "rung-8.json").exists()
+    n = len(calls)
+    assert run_grid(spec, tmp_path, _fake_curve_trainer(calls), log=lambda _: None) == summary
+    assert len(calls) == n  # a finished search trains nothing
+
+
+def test_trials_draw_a_seeded_subset_of_each_group_in_grid_order():
+    cells = [c.name for c in _halving_spec(trials=3, seed=1).cells()]
+    assert len(cells) == 3 and cells == [c.name for c in _halving_spec(trials=3, seed=1).cells()]
+    by_dim = GridSpec(
+        fixed={"dataset": "synthetic"}, grid={"lr": [0.001, 0.003, 0.01, 0.03], "dim": [8, 16]},
+        group_by=("dim",), search=Search(trials=2),
+    )  # fmt: skip
+    assert sorted(c.config.model.dim for c in by_dim.cells()) == [8, 8, 16, 16]  # the same budget per group
+    everything = [c.name for c in _halving_spec().cells()]
+    assert cells == [c for c in everything if c in cells]  # grid order
+    assert [c.name for c in _halving_spec(trials=50).cells()] == everything
+
+
+@pytest.mark.parametrize(
+    ("search", "message"),
+    [
+        ({"trials": 0}, "search trials must be an integer >= 1"),
+        ({"halving": {"min_epochs": 3}}, "must be multiples of eval_every"),
+        ({"halving": {"min_epochs": 2, "eta": 1}}, "search eta must be an integer >= 2"),
+        ({"halving": {"rungs": 2}}, "'search.halving' is an object"),
+        ({"budget": 5}, "'search' is an object"),
+    ],
+)
+def test_bad_search_specs_are_one_line_errors(tmp_path, search, message):
+    spec = {"fixed": {"epochs": 16, "eval_every": 2}, "grid": {"lr": [0.01, 0.1]}, "search": search}
+    with pytest.raises(GridSpecError, match=message):
+        load_spec(_write(tmp_path, spec))
+
+
+def test_grid_command_halving_continues_the_survivors_own_runs(tmp_path):
+    fixed = {"synthetic_entities": 60, "synthetic_relations": 3, "synthetic_triples": 600, "dim": 8}
+    fixed |= {"batch_size": 100, "neg": 8, "epochs": 2, "eval_every": 1, "jit_compile": False, "patience": 5}
+    spec = _write(
+        tmp_path,
+        {"fixed": fixed, "grid": {"lr": [0.0001, 0.05]}, "select": "mrr", "search": {"halving": {"min_epochs": 1}}},
+    )
+    out = tmp_path / "grid"
+    result = CliRunner().invoke(main, ["-q", "grid", str(spec), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rung1 = {p.parent.name: json.loads(p.read_text())["valid"]["mrr"] for p in out.glob("*/rung-1.json")}
+    assert len(rung1) == 2
+    survivor = max(rung1, key=rung1.get)
+    assert [p.parent.name for p in out.glob("*/rung-2.json")] == [survivor]
+    metrics = json.loads((out / survivor / "metrics.json").read_text())
+    assert metrics["epochs"] == 2 and [h["epoch"] for h in metrics["history"]] == [1, 2]  # continued, not restarted
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["best"][0]["cell"] == survivor
