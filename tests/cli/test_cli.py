@@ -10,26 +10,9 @@ import sys
 import pytest
 from click.testing import CliRunner
 from jobi_tf.cli.main import _SUBCOMMANDS, main
+from tiny import tiny_flags
 
-SMALL = [
-    "--synthetic-entities",
-    "60",
-    "--synthetic-relations",
-    "3",
-    "--synthetic-triples",
-    "600",
-    "--dim",
-    "8",
-    "--batch-size",
-    "100",
-    "--neg",
-    "8",
-    "--epochs",
-    "2",
-    "--eval-every",
-    "1",
-    "--no-jit",
-]
+SMALL = tiny_flags(2)
 
 
 @pytest.mark.parametrize("args", [["--help"]] + [[name, "--help"] for name in _SUBCOMMANDS])

@@ -10,27 +10,9 @@ import sys
 import pytest
 from click.testing import CliRunner
 from jobi_tf.cli.main import main
+from tiny import tiny_flags
 
-TINY_RUN = [
-    "--synthetic-entities",
-    "60",
-    "--synthetic-relations",
-    "3",
-    "--synthetic-triples",
-    "600",
-    "--dim",
-    "8",
-    "--batch-size",
-    "100",
-    "--neg",
-    "8",
-    "--epochs",
-    "1",
-    "--eval-every",
-    "1",
-    "--no-jit",
-    "--joint",
-]
+TINY_RUN = [*tiny_flags(1), "--joint"]
 
 
 @pytest.fixture(scope="module")
