@@ -31,10 +31,10 @@ def _predictor(model: str | None, server: str | None, model_name: str, model_ver
 
 def _table(answer) -> str:
     q = answer.query
-    shown = f"({q['head'] or '?'}, {q['relation']}, {q['tail'] or '?'})"
+    shown = f"({q['head'] or '?'}, {q['relation'] or '?'}, {q['tail'] or '?'})"
     if answer.signature == "score":
         return f"{shown}\tscore {answer.scores[0]:.7g}"
-    slot = "tail" if answer.signature == "predict_tail" else "head"
+    slot = {"predict_tail": "tail", "predict_head": "head", "predict_relation": "relation"}[answer.signature]
     width = max([len(slot)] + [len(name) for name in answer.entities])
     lines = [f"{shown}: top {len(answer.entities)} {slot}s", f"{'rank':>4}  {slot:<{width}}  score"]
     lines += [
@@ -60,7 +60,7 @@ def _table(answer) -> str:
 @click.option("--model-name", default="jobi", show_default=True, help="The model's name on the server.")
 @click.option("--model-version", type=int, default=None, help="A version on the server. Default: the latest.")
 @click.option("--head", default=None, help="Head entity name.")
-@click.option("--relation", required=True, help="Relation name.")
+@click.option("--relation", default=None, help="Relation name (leave it out, with --head and --tail, to ask which).")
 @click.option("--tail", default=None, help="Tail entity name.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Answers to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of a table.")
@@ -68,10 +68,13 @@ def _table(answer) -> str:
 @click.pass_context
 @reports_errors
 def predict(ctx: click.Context, **flags) -> None:
-    """Top-k tails of (--head, --relation), heads of (--relation, --tail), or the score of all three.
+    """Top-k tails of (--head, --relation), heads of (--relation, --tail), relations of (--head,
+    --tail), or the score of all three.
 
     Example: jobi-tf predict --model exports/jobi/1 --head Berlin --relation is-capital-of -k 10
     """
+    if flags["relation"] is None and (flags["head"] is None or flags["tail"] is None):
+        raise click.UsageError("give --relation with --head, --tail or both; or --head and --tail to rank relations")
     if flags["head"] is None and flags["tail"] is None:
         raise click.UsageError("give --head, --tail, or both")
     from jobi_tf.serving.client import ServingError, ask

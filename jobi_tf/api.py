@@ -338,7 +338,8 @@ class Run:
         if filter_known not in self._scorers:
             from jobi_tf.export import known_facts, scorer_module
 
-            known = known_facts(self.data.index.train, len(self._relations)) if filter_known else (None, None)
+            sizes = (len(self._relations), len(self._entities))
+            known = known_facts(self.data.index.train, *sizes) if filter_known else (None, None, None)
             self._scorers[filter_known] = scorer_module(
                 self.model, str(self.folder.entities), str(self.folder.relations), known
             )
@@ -363,6 +364,11 @@ class Run:
     def predict_heads(self, relation: str, tail: str, k: int = 10, *, filter_known: bool = True) -> Answers:
         """The ``k`` best heads of ``(?, relation, tail)`` with their scores, best first."""
         return self._top_k("predict_head", "heads", relation=relation, tail=tail, k=k, filter_known=filter_known)
+
+    def predict_relations(self, head: str, tail: str, k: int = 10, *, filter_known: bool = True) -> Answers:
+        """The ``k`` relations most likely to link ``head`` to ``tail``, with their scores, best first
+        (``filter_known``: relations already linking them in training are left out)."""
+        return self._top_k("predict_relation", "relations", head=head, tail=tail, k=k, filter_known=filter_known)
 
     def _top_k(self, signature: str, answer: str, *, k: int, filter_known: bool, **names: str) -> Answers:
         import tensorflow as tf

@@ -14,6 +14,9 @@ Signatures (inputs → outputs; ``B`` is the batch, ``k`` is clipped to ``[0, nu
   int32 scalar → ``tails`` string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``.
 * ``predict_head``: ``relation, tail`` string ``[B]``, ``k`` int32 scalar → ``heads``
   string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``.
+* ``predict_relation``: ``head, tail`` string ``[B]``, ``k`` int32 scalar → ``relations``
+  string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``: which relations
+  link ``head`` to ``tail`` (``k`` is clipped to the number of relations).
 
 Unknown names, the same in every signature: a row with a name outside the vocabulary gets
 ``found = False``, score(s) NaN and empty names; the other rows are answered normally.
@@ -67,7 +70,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Signature names; ``serving_default`` is ``predict_tail``.
-SIGNATURES = ("score", "predict_tail", "predict_head")
+SIGNATURES = ("score", "predict_tail", "predict_head", "predict_relation")
 #: Extra file TensorFlow Serving ignores: what was exported, from where, how.
 METADATA_FILE = "assets.extra/jobi_tf.json"
 
@@ -151,6 +154,7 @@ class TripleScorerModule(tf.Module):
             become assets of the SavedModel.
         known_tails: training tails keyed by ``head * R + relation``, or None (no filter).
         known_heads: training heads keyed by ``tail * R + relation``, or None.
+        known_relations: training relations keyed by ``head * E + tail``, or None.
         reciprocal: the model ranks heads of ``(?, r, t)`` as tails of ``(t, r⁻¹, ?)``.
     """
 
@@ -163,6 +167,7 @@ class TripleScorerModule(tf.Module):
         relation_vocab: str,
         known_tails: CSR | None = None,
         known_heads: CSR | None = None,
+        known_relations: CSR | None = None,
         reciprocal: bool = False,
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
@@ -175,8 +180,10 @@ class TripleScorerModule(tf.Module):
         self.entity_ids = _vocab_table(entity_vocab, self.num_entities, to_ids=True)
         self.relation_ids = _vocab_table(relation_vocab, self.num_relations, to_ids=True)
         self.entity_names = _vocab_table(entity_vocab, self.num_entities, to_ids=False)
+        self.relation_names = _vocab_table(relation_vocab, self.num_relations, to_ids=False)
         self.known_tails = _KnownFacts(known_tails, "known_tails") if known_tails is not None else None
         self.known_heads = _KnownFacts(known_heads, "known_heads") if known_heads is not None else None
+        self.known_relations = _KnownFacts(known_relations, "known_relations") if known_relations is not None else None
 
     @staticmethod
     def _same_length(**names: tf.Tensor) -> list[tf.Tensor]:
@@ -236,6 +243,26 @@ class TripleScorerModule(tf.Module):
         names, scores = self._top_k(entities, query, t * self.num_relations + r, self.known_heads, found, k)
         return {"heads": names, "scores": scores, "found": found}
 
+    @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
+    def predict_relation(self, head: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Top-k relations of each (head, tail) row: the forward relations, scored as triples."""
+        head, tail = self._same_length(head=head, tail=tail)
+        h, t = self.entity_ids.lookup(head), self.entity_ids.lookup(tail)
+        found = (h >= 0) & (t >= 0)
+        h, t = self._safe(found, h), self._safe(found, t)
+        entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
+        query = self._scorer.relation_query(tf.gather(entities, h), tf.gather(entities, t))
+        scores = self._scorer.score_candidates(query, relations[: self.num_relations])  # [B, R]
+        if self.known_relations is not None:
+            scores = self.known_relations.mask(scores, h * self.num_entities + t)
+        best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_relations))
+        names = self.relation_names.lookup(tf.cast(ids, tf.int64))
+        return {
+            "relations": tf.where(found[:, None], names, ""),
+            "scores": tf.where(found[:, None], best, np.nan),
+            "found": found,
+        }
+
     def _top_k(
         self,
         entities: tf.Tensor,
@@ -264,18 +291,19 @@ def _next_version(base: Path) -> int:
     return max(versions, default=0) + 1
 
 
-def known_facts(train: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
-    """Training tails keyed by ``h * R + r`` and heads keyed by ``t * R + r``."""
+def known_facts(train: np.ndarray, num_relations: int, num_entities: int) -> tuple[CSR, CSR, CSR]:
+    """Training tails keyed by ``h * R + r``, heads keyed by ``t * R + r`` and relations keyed by ``h * E + t``."""
     tails = CSR.from_pairs(pack(train[:, HEAD], train[:, RELATION], num_relations), train[:, TAIL])
     heads = CSR.from_pairs(pack(train[:, TAIL], train[:, RELATION], num_relations), train[:, HEAD])
-    return tails, heads
+    relations = CSR.from_pairs(pack(train[:, HEAD], train[:, TAIL], num_entities), train[:, RELATION])
+    return tails, heads, relations
 
 
 def scorer_module(
     model: JoBiModel,
     entity_vocab: str,
     relation_vocab: str,
-    known: tuple[CSR | None, CSR | None] = (None, None),
+    known: tuple[CSR | None, CSR | None, CSR | None] = (None, None, None),
     tables: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> TripleScorerModule:
     """The exported object of a model: what a SavedModel serves and `jobi_tf.api.Run` predicts with.
@@ -334,7 +362,7 @@ def export_saved_model(
     final = base / str(version)
     if final.exists() and not cfg.force:
         raise ExportError(f"{final}: version {version} exists; use --force to replace it or --version for another")
-    known = known_facts(train_triples, len(relations)) if cfg.filter_known else (None, None)
+    known = known_facts(train_triples, len(relations), len(entities)) if cfg.filter_known else (None, None, None)
     info = {
         "model": model.model_name,
         "dim": model.dim,

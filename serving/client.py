@@ -8,6 +8,7 @@ signature      inputs                              outputs
 score          head, relation, tail: ``[B]``       score ``[B]``, found ``[B]``
 predict_tail   head, relation: ``[B]``; k: scalar  tails, scores ``[B, k]``; found
 predict_head   relation, tail: ``[B]``; k: scalar  heads, scores ``[B, k]``; found
+predict_relation head, tail: ``[B]``; k: scalar    relations, scores ``[B, k]``; found
 =============  ==================================  ==============================
 
 A row with a name the export does not know has ``found = False``, NaN scores and empty
@@ -58,12 +59,14 @@ SIGNATURE_INPUTS: dict[str, tuple[str, ...]] = {
     "score": ("head", "relation", "tail"),
     "predict_tail": ("head", "relation", "k"),
     "predict_head": ("relation", "tail", "k"),
+    "predict_relation": ("head", "tail", "k"),
 }
 #: Output names of each signature.
 SIGNATURE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "score": ("score", "found"),
     "predict_tail": ("tails", "scores", "found"),
     "predict_head": ("heads", "scores", "found"),
+    "predict_relation": ("relations", "scores", "found"),
 }
 _STRING_INPUTS = ("head", "relation", "tail")
 
@@ -314,16 +317,21 @@ class Answer:
 
 
 def ask(predictor, head: str | None = None, relation: str | None = None, tail: str | None = None, k: int = 10):
-    """Answer one query; which of ``head``/``tail`` is None picks the signature.
+    """Answer one query; which of ``head``/``relation``/``tail`` is None picks the signature.
 
     ``(head, relation, ?)`` → ``predict_tail``, ``(?, relation, tail)`` → ``predict_head``,
-    all three → ``score``.
+    ``(head, ?, tail)`` → ``predict_relation``, all three → ``score``.
 
     Returns:
         An `Answer`.
     """
+    if relation is None and head is not None and tail is not None:
+        query = {"head": head, "relation": None, "tail": tail}
+        out = predictor.predict("predict_relation", {"head": [head], "tail": [tail], "k": k})
+        scores = [float(s) for s in out["scores"][0]]
+        return Answer("predict_relation", query, bool(out["found"][0]), out["relations"][0], scores)
     if relation is None or (head is None and tail is None):
-        raise ValueError("give a relation and a head, a tail, or both")
+        raise ValueError("give a relation and a head, a tail, or both; or a head and a tail")
     query = {"head": head, "relation": relation, "tail": tail}
     if head is not None and tail is not None:
         out = predictor.predict("score", {"head": [head], "relation": [relation], "tail": [tail]})

@@ -65,6 +65,18 @@ def test_score_and_top_k_match_numpy(run, data):
     assert [name for name, _ in filtered] == [data.entities.labels[i] for i in ranked]
 
 
+def test_predict_relations_match_numpy(run, data):
+    ent, rel = run.entity_embeddings().vectors, run.relation_embeddings().vectors
+    h, _, t = data.index.test[0]
+    head, _, tail = data.triples("test")[0]
+    d = ent.shape[1] // 2
+    e, w = ent[:, :d] + 1j * ent[:, d:], rel[:, :d] + 1j * rel[:, d:]
+    scores = np.real(np.einsum("d,rd,d->r", e[h], w, np.conj(e[t])))
+    top = run.predict_relations(head, tail, k=3, filter_known=False)
+    assert [name for name, _ in top] == [data.relations.labels[i] for i in np.argsort(-scores, kind="stable")[:3]]
+    np.testing.assert_allclose([s for _, s in top], np.sort(scores)[::-1][:3], rtol=1e-4, atol=1e-4)
+
+
 def test_predict_heads_by_name(run, data):
     _, relation, tail = data.triples("test")[0]
     answers = run.predict_heads(relation, tail, k=4, filter_known=False)

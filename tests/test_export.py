@@ -171,11 +171,8 @@ def test_unknown_names_give_found_false_nan_and_empty_names_in_every_signature(r
     export = random_export("simple")
     good = {"head": "Berlin", "relation": "is-capital-of", "tail": "Germany"}
     for signature in SIGNATURES:
-        slots = [
-            s
-            for s in ("head", "relation", "tail")
-            if s != {"predict_tail": "tail", "predict_head": "head"}.get(signature)
-        ]
+        asked = {"predict_tail": "tail", "predict_head": "head", "predict_relation": "relation"}.get(signature)
+        slots = [s for s in ("head", "relation", "tail") if s != asked]
         # Row 0 is known; each next row has one unknown name.
         batch = {s: [good[s]] + [("nobody" if s == bad else good[s]) for bad in slots] for s in slots}
         extra = {} if signature == "score" else {"k": 4}
@@ -187,8 +184,37 @@ def test_unknown_names_give_found_false_nan_and_empty_names_in_every_signature(r
         np.testing.assert_allclose(scores[:1], alone["score" if signature == "score" else "scores"], rtol=1e-6)
         assert np.isnan(scores[1:]).all()
         if signature != "score":
-            names = out["tails" if signature == "predict_tail" else "heads"]
+            names = out[asked + "s"]
             assert (names[1:] == b"").all() and (names[:1] != b"").all()
+
+
+@pytest.mark.parametrize(("model", "reciprocal"), [("distmult", False), ("complex", False), ("simple", True)])
+def test_predict_relation_equals_numpy_top_k_over_the_forward_relations(model, reciprocal, random_export):
+    export = random_export(model, reciprocal=reciprocal)
+    ent, rel = _tables(export)
+    r_count = len(export.relations)
+    everything = _numpy_all_scores(model, ent, rel[:r_count])  # [h, r, t]: inverse rows are no relations
+    heads, tails = np.array([0, 3, 7, 29]), np.array([5, 3, 0, 11])
+    out = _call(export, "predict_relation", head=export.entities.decode(heads), tail=export.entities.decode(tails), k=3)
+    scores = everything[heads, :, tails]  # [B, R]
+    expected = np.argsort(-scores, axis=1, kind="stable")[:, :3]
+    np.testing.assert_array_equal(_text(out["relations"]), export.relations.decode(expected))
+    np.testing.assert_allclose(out["scores"], np.take_along_axis(scores, expected, 1), atol=1e-5)
+    wide = _call(export, "predict_relation", head=["Berlin"], tail=["Germany"], k=100)
+    assert wide["relations"].shape == (1, r_count)  # k clipped to the relations
+
+
+def test_filter_known_leaves_training_relations_of_a_pair_out(random_export):
+    filtered = random_export("complex", filter_known=True)
+    h, r, t = filtered.train[0]
+    known = set(filtered.train[(filtered.train[:, 0] == h) & (filtered.train[:, 2] == t), 1].tolist())
+    names = {"head": filtered.entities.decode([h]), "tail": filtered.entities.decode([t])}
+    out = _call(filtered, "predict_relation", **names, k=len(filtered.relations))
+    last = _text(out["relations"][0, -len(known) :])
+    assert (
+        set(last) == set(filtered.relations.decode(sorted(known)))
+        and np.isneginf(out["scores"][0, -len(known) :]).all()
+    )
 
 
 def test_k_is_clipped_to_the_number_of_entities(random_export):

@@ -90,6 +90,18 @@ def test_predict_locally_as_table_and_json(run_dir, tmp_path):
     heads = runner.invoke(main, ["-q", "predict", "--model", str(base), "--relation", relation, "--tail", best])
     assert heads.exit_code == 0 and "top 10 heads" in heads.stdout
 
+    # Which relations link head to best: in a fresh process, through the loaded SavedModel.
+    ask = [sys.executable, "-m", "jobi_tf.cli", "-q", "predict", "--model", str(base), "--head", head, "--tail", best]
+    done = subprocess.run([*ask, "-k", "2", "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    relations = json.loads(done.stdout)
+    assert relations["signature"] == "predict_relation" and relations["relation"] is None
+    assert len(relations["entities"]) == 2 and set(relations["entities"]) <= set(
+        (run_dir / "relations.txt").read_text().splitlines()
+    )
+    table = runner.invoke(main, ["-q", "predict", "--model", str(base), "--head", head, "--tail", best, "-k", "2"])
+    assert table.exit_code == 0 and table.stdout.startswith(f"({head}, ?, {best}): top 2 relations")
+
     unknown = runner.invoke(main, ["-q", "predict", "--model", str(base), "--head", "nobody", "--relation", relation])
     assert unknown.exit_code == 1
     assert "unknown name" in _one_error_line(unknown) and "'nobody'" in unknown.output
@@ -109,6 +121,7 @@ def test_predict_errors(tmp_path):
         ["--model", str(tmp_path), "--server", "http://x:8501", "--head", "a", "--relation", "r"],
         ["--server", "ftp://x", "--head", "a", "--relation", "r"],
         ["--model", str(tmp_path), "--relation", "r"],  # no head and no tail
+        ["--model", str(tmp_path), "--head", "a"],  # no relation and no tail
         ["--model", str(tmp_path / "missing"), "--head", "a", "--relation", "r"],
     ):
         assert runner.invoke(main, ["predict", *args]).exit_code == 2, args
