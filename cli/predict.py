@@ -1,7 +1,9 @@
 """``jobi-tf predict``: ask an export, in-process or through TensorFlow Serving.
 
 The query's shape picks the signature: ``--head --relation`` asks for tails,
-``--relation --tail`` for heads, all three for the triple's score.
+``--relation --tail`` for heads, ``--head --tail`` for relations, all three for the
+triple's score. ``--queries FILE`` answers a file of such queries, batched
+(`jobi_tf.serving.batch`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,16 @@ def _table(answer) -> str:
 )
 @click.option("--model-name", default="jobi", show_default=True, help="The model's name on the server.")
 @click.option("--model-version", type=int, default=None, help="A version on the server. Default: the latest.")
+@click.option(
+    "--queries",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A TSV file of queries whose first line names its columns (head/relation, relation/tail, head/tail "
+    "or head/relation/tail); answers stream out as JSON lines (or --tsv), in file order.",
+)
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="With --queries: write here.")
+@click.option("--tsv", is_flag=True, help="With --queries: TSV rows (query, found, name:score ...) not JSON lines.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=512, show_default=True, help="Queries per request.")
 @click.option("--head", default=None, help="Head entity name.")
 @click.option("--relation", default=None, help="Relation name (leave it out, with --head and --tail, to ask which).")
 @click.option("--tail", default=None, help="Tail entity name.")
@@ -69,10 +81,15 @@ def _table(answer) -> str:
 @reports_errors
 def predict(ctx: click.Context, **flags) -> None:
     """Top-k tails of (--head, --relation), heads of (--relation, --tail), relations of (--head,
-    --tail), or the score of all three.
+    --tail), or the score of all three; or the answers of a --queries file.
 
     Example: jobi-tf predict --model exports/jobi/1 --head Berlin --relation is-capital-of -k 10
     """
+    if flags["queries"] is not None:
+        if any(flags[slot] is not None for slot in ("head", "relation", "tail")):
+            raise click.UsageError("give either --queries FILE or --head/--relation/--tail, not both")
+        _answer_file(ctx, flags)
+        return
     if flags["relation"] is None and (flags["head"] is None or flags["tail"] is None):
         raise click.UsageError("give --relation with --head, --tail or both; or --head and --tail to rank relations")
     if flags["head"] is None and flags["tail"] is None:
@@ -88,3 +105,33 @@ def predict(ctx: click.Context, **flags) -> None:
         names = ", ".join(f"{slot}={q[slot]!r}" for slot in ("head", "relation", "tail") if q[slot] is not None)
         raise ServingError(f"unknown name: one of {names} is not in the export's vocabulary")
     click.echo(json.dumps(answer.to_json()) if flags["as_json"] else _table(answer))
+
+
+def _answer_file(ctx: click.Context, flags: dict) -> None:
+    """``--queries``: check the file, then stream the answers (to ``--out`` only when complete)."""
+    from jobi_tf.serving.batch import QueryFileError, answer_queries, format_answer, read_queries
+
+    from jobi_tf.atomic import replacing
+
+    try:
+        queries = read_queries(flags["queries"])
+    except QueryFileError as exc:
+        raise click.BadParameter(str(exc), param_hint="--queries") from None
+    predictor = _predictor(
+        flags["model"], flags["server"], flags["model_name"], flags["model_version"], flags["timeout"]
+    )
+    answers = answer_queries(predictor, queries, k=flags["k"], batch_size=flags["batch_size"])
+    show = not ctx.obj["quiet"]
+    with click.progressbar(length=len(queries.rows), label="queries", file=click.get_text_stream("stderr")) as bar:
+
+        def write(stream) -> None:
+            for i, answer in enumerate(answers, 1):
+                stream.write(format_answer(answer, flags["tsv"]) + "\n")
+                if show and i % flags["batch_size"] == 0:
+                    bar.update(flags["batch_size"])
+
+        if flags["out_path"] is None:
+            write(click.get_text_stream("stdout"))
+        else:
+            with replacing(flags["out_path"]) as tmp, open(tmp, "w", encoding="utf-8") as stream:
+                write(stream)

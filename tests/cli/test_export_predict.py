@@ -135,3 +135,65 @@ def test_help_does_not_import_tensorflow(command):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.fixture(scope="module")
+def export_dir(run_dir, tmp_path_factory):
+    base = tmp_path_factory.mktemp("batch") / "exports"
+    assert CliRunner().invoke(main, ["-q", "export", str(run_dir), "--out", str(base)]).exit_code == 0
+    return base
+
+
+def test_a_queries_file_is_answered_in_order_like_single_queries(run_dir, export_dir, tmp_path):
+    entities = (run_dir / "entities.txt").read_text().splitlines()
+    relations = (run_dir / "relations.txt").read_text().splitlines()
+    rows = [(entities[i], relations[i % len(relations)]) for i in range(7)] + [("nobody", relations[0])]
+    queries = tmp_path / "q.tsv"
+    queries.write_text("head\trelation\n" + "".join(f"{h}\t{r}\n" for h, r in rows))
+    runner = CliRunner()
+    args = ["-q", "predict", "--model", str(export_dir), "--queries", str(queries), "-k", "3", "--batch-size", "3"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [a["line"] for a in answers] == list(range(2, 10))  # file order, header is line 1
+    assert answers[-1] == {
+        "line": 9,
+        "head": "nobody",
+        "relation": relations[0],
+        "found": False,
+        "answers": [],
+        "scores": [],
+    }
+    for answer, (head, relation) in zip(answers[:3], rows, strict=False):
+        single = runner.invoke(
+            main,
+            ["-q", "predict", "--model", str(export_dir), "--head", head, "--relation", relation, "-k", "3", "--json"],
+        )
+        expected = json.loads(single.stdout)
+        assert answer["answers"] == expected["entities"]
+        assert answer["scores"] == pytest.approx(expected["scores"], rel=1e-5)
+    out = tmp_path / "answers.tsv"
+    assert runner.invoke(main, [*args, "--tsv", "--out", str(out)]).exit_code == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 8 and lines[0].split("\t")[:4] == ["2", rows[0][0], rows[0][1], "found"]
+    assert lines[-1].split("\t")[3] == "unknown"
+
+
+def test_a_bad_queries_file_is_a_one_line_error_and_writes_nothing(export_dir, tmp_path):
+    runner = CliRunner()
+    cases = {
+        "head\trelation\na\tb\nc\n": "q.tsv:3: expected 2 non-empty tab-separated fields (head, relation), found 1",
+        "subject\tverb\na\tb\n": "q.tsv:1: header 'subject\\tverb' names no query",
+        "": "q.tsv: empty",
+    }
+    for text, message in cases.items():
+        queries = tmp_path / "q.tsv"
+        queries.write_text(text)
+        out = tmp_path / "out.jsonl"
+        result = runner.invoke(
+            main, ["predict", "--model", str(export_dir), "--queries", str(queries), "--out", str(out)]
+        )
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert not out.exists()
+    mixed = runner.invoke(main, ["predict", "--model", str(export_dir), "--queries", str(queries), "--head", "a"])
+    assert mixed.exit_code == 2 and "not both" in mixed.output
