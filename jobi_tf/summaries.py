@@ -13,7 +13,8 @@ point describes), tags grouped by what they measure:
   ``speed/epoch_seconds``; ``optimizer/learning_rate``.
 
 The Projector shows the entity table (the most frequent `PROJECTOR_MAX_ENTITIES` entities
-of large graphs) and the relation table, labelled with their names.
+of large graphs) and the relation table, labelled with their names; Graphs shows the triple
+scorer (what evaluation and the export compute: ids → queries → scores).
 
 Why not Keras's ``TensorBoard`` callback: it writes ungrouped ``epoch_*`` tags, counts
 epochs from 0 while test points would count from 1, and puts validation metrics in a second
@@ -33,7 +34,15 @@ import tensorflow as tf
 from jobi_tf.config import RunConfig
 from jobi_tf.types import RANK_METRICS
 
-__all__ = ["RunSummaries", "write_hparams", "write_test", "write_projector", "HPARAM_METRICS", "PROJECTOR_MAX_ENTITIES"]
+__all__ = [
+    "RunSummaries",
+    "write_hparams",
+    "write_test",
+    "write_projector",
+    "write_graph",
+    "HPARAM_METRICS",
+    "PROJECTOR_MAX_ENTITIES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +166,23 @@ def write_projector(log_dir: Path, model, entity_labels: np.ndarray, relation_la
         view.tensor_name = f"{name}/.ATTRIBUTES/VARIABLE_VALUE"
         view.metadata_path = metadata
     projector.visualize_embeddings(str(log_dir), config)
+
+
+def write_graph(log_dir: Path, model) -> None:
+    """The triple scorer's graph (``score_triples`` on id triples) for TensorBoard's Graphs tab.
+
+    Why this one: it is the test-time model; the training step's XLA graph is large and holds
+    the optimizer and sampler, which tell a reader little.
+    """
+    scorer = tf.function(model.score_triples, input_signature=[tf.TensorSpec([None, 3], tf.int32, name="triples")])
+    triple = tf.zeros([1, 3], tf.int32)
+    tf.summary.trace_on(graph=True, profiler=False)
+    try:
+        scorer(triple)  # run once while tracing is on: its graph is recorded
+        with tf.summary.create_file_writer(str(log_dir)).as_default():
+            tf.summary.trace_export(name="triple_scorer", step=0)
+    finally:
+        tf.summary.trace_off()
 
 
 def _write_metadata(path: Path, header: list[str] | None, rows) -> None:

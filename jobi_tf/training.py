@@ -492,6 +492,7 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
     summaries.write_test(folder.tensorboard, metrics["test"], metrics["valid"], metrics["best_epoch"])
     entities, relations = folder.read_vocabs()
     summaries.write_projector(folder.tensorboard, model, entities.labels, relations.labels, evaluator.index.train)
+    summaries.write_graph(folder.tensorboard, model)
     return metrics
 
 

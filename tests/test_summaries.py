@@ -30,7 +30,7 @@ def _scalars(log_dir) -> dict[str, list[tuple[int, float]]]:
     return {
         tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
         for tag in events.Tags()["tensors"]
-        if not tag.startswith("_hparams_")
+        if not tag.startswith("_hparams_") and tag != "triple_scorer"  # the Graphs tab's graph, not a scalar
     }
 
 
@@ -86,6 +86,9 @@ def test_projector_holds_named_entity_and_relation_tables(tmp_path):
     assert entities[0] == "name\ttrain_degree" and [x.split("\t")[0] for x in entities[1:]] == run.entities
     relations = (log_dir / "relations.tsv").read_text().splitlines()
     assert relations == run.relations + [f"{r}⁻¹" for r in run.relations]  # the inverse rows, named
+    events = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    assert "triple_scorer" in events.Tags()["tensors"]  # the Graphs tab's graph of the test-time scorer
 
 
 def test_hparams_show_the_dataset_name_not_a_path(tmp_path):
