@@ -35,6 +35,7 @@ OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad")  # see jobi_tf.optimizers
 #: ``--optimizer auto`` trains lazy Adam from this many entity rows on (dense Adam below).
 LAZY_MIN_ROWS = 100_000
 RANK_TYPES = ("optimistic", "realistic", "pessimistic")
+RESTRICTS = ("none", "slots")
 CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
 INITS = ("table-glorot", "row-glorot")
@@ -303,6 +304,8 @@ class EvalConfig:
         chunk_size: entities per score block; bounds memory at
             ``eval_batch_size * chunk_size`` floats.
         rank_type: how ties count; ``realistic`` is the mean of optimistic and pessimistic.
+        restrict: ``slots`` ranks only the entities seen in the asked slot of the relation in
+            training (`jobi_tf.evaluation`); ``none`` ranks every entity (the standard protocol).
     """
 
     eval_batch_size: int = setting(1000, "Queries per score block.")
@@ -310,11 +313,18 @@ class EvalConfig:
     rank_type: str = setting(
         "realistic", "How ties count: realistic is the mean of optimistic and pessimistic.", choices=RANK_TYPES
     )
+    restrict: str = setting(
+        "none",
+        "slots: rank only the entities seen in that slot of the relation in training (type-aware answers); "
+        "an answer never seen there counts as missed.",
+        choices=RESTRICTS,
+    )
 
     def __post_init__(self) -> None:
         _positive_int("eval_batch_size", self.eval_batch_size)
         _positive_int("chunk_size", self.chunk_size)
         _choice("rank_type", self.rank_type, RANK_TYPES)
+        _choice("restrict", self.restrict, RESTRICTS)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,12 @@ analysis (section 4): the share of top-1 predictions whose entity was never seen
 slot of that relation in training ("type-inconsistent", e.g. a sports team predicted as
 someone's gender). The paper reports 65% for ComplEx vs 2% for JoBi on YAGO3-10's hasGender.
 
+Type-aware ranking (``EvalConfig.restrict="slots"``) ranks only the entities seen in the
+asked slot of the relation in training (a relation's training tails for a tail query, its
+heads for a head query), as a type-restricted answer list would: an answer never seen in
+that slot is not among the candidates, so its query counts as missed (rank = the number of
+entities).
+
 Relation prediction (`FilteredEvaluator.relation_metrics`) ranks the true relation of
 ``(h, ?, t)`` among every relation, the other relations known to link ``h`` to ``t`` removed,
 with the same tie rule (Chen et al., 2021, evaluate it this way).
@@ -35,6 +41,7 @@ import tensorflow as tf
 from jobi_tf.config import EvalConfig
 from jobi_tf.data.index import CSR, KGIndex
 from jobi_tf.data.keys import pack, sorted_contains
+from jobi_tf.errors import ConfigError
 from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = ["Ranks", "rank_metrics", "tie_ranks", "FilteredEvaluator"]
@@ -42,6 +49,8 @@ __all__ = ["Ranks", "rank_metrics", "tie_ranks", "FilteredEvaluator"]
 logger = logging.getLogger(__name__)
 
 HITS_AT = (1, 3, 10)
+#: Largest ``[2 * relations, entities]`` bool table type-aware ranking builds (FB15k-237: 7 MB).
+SLOT_TABLE_MAX_BYTES = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +62,8 @@ class Ranks:
         tail_query: bool ``(Q,)``, True where the query asked for the tail.
         relations: int32 ``(Q,)`` relation of each query.
         top1: int32 ``(Q,)`` the filtered top-1 prediction: the best-scoring entity among the
-            target and the candidates the filter keeps (exact ties go to the lower id).
+            target and the candidates the filter keeps (exact ties go to the lower id); -1
+            when type-aware ranking left no candidate.
         targets: int32 ``(Q,)`` the true entity of each query.
     """
 
@@ -103,6 +113,7 @@ class FilteredEvaluator:
         self._read = tf.function(_read_target_scores, reduce_retracing=True)
         self._slot_key_cache: dict[str, np.ndarray] = {}  # sorted train (relation, entity) keys per slot
         self._known_relations: CSR | None = None  # relations of every known (head, tail) pair
+        self._slots: np.ndarray | None = None  # bool [2R, E]: tail slots, then head slots (restrict="slots")
 
     def ranks(self, model, triples: np.ndarray, *, tails_only: bool = False, progress: bool = False) -> Ranks:
         """Filtered ranks of ``triples`` (int ``(N, 3)``) under ``model``'s triple head.
@@ -123,7 +134,8 @@ class FilteredEvaluator:
         for is_tail, known, keys, targets in dirs:
             for start in range(0, len(triples), self.cfg.eval_batch_size):
                 sl = slice(start, start + self.cfg.eval_batch_size)
-                g, e, t = self._batch(model, triples[sl], is_tail, known, keys[sl], targets[sl])
+                allowed = self._allowed(triples[sl], is_tail)
+                g, e, t = self._batch(model, triples[sl], is_tail, known, keys[sl], targets[sl], allowed)
                 greater.append(g)
                 equal.append(e)
                 top1.append(t)
@@ -139,7 +151,27 @@ class FilteredEvaluator:
             targets=np.concatenate([d[3] for d in dirs]).astype(np.int32),
         )
 
-    def _batch(self, model, triples, is_tail, known: CSR, keys, targets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _allowed(self, triples: np.ndarray, is_tail: bool) -> np.ndarray | None:
+        """bool ``[B, E]``: the candidates type-aware ranking keeps for each query, or None."""
+        if self.cfg.restrict != "slots":
+            return None
+        if self._slots is None:
+            e, r = self.index.num_entities, self.index.num_relations
+            if 2 * r * e > SLOT_TABLE_MAX_BYTES:
+                raise ConfigError(
+                    "restrict",
+                    f"'slots' needs a {2 * r * e / 2**30:.1f} GiB table of {r} relations x {e} entities "
+                    f"(limit {SLOT_TABLE_MAX_BYTES / 2**30:.1f} GiB)",
+                )
+            self._slots = np.zeros((2 * r, e), bool)
+            for offset, pools in ((0, self.index.train_tails), (r, self.index.train_heads)):
+                self._slots[offset + np.repeat(pools.keys, pools.sizes()), pools.values] = True
+        rows = triples[:, RELATION] + (0 if is_tail else self.index.num_relations)
+        return self._slots[rows]
+
+    def _batch(
+        self, model, triples, is_tail, known: CSR, keys, targets, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if is_tail:
             q = model.tail_queries(triples[:, HEAD], triples[:, RELATION])
         else:
@@ -173,7 +205,13 @@ class FilteredEvaluator:
             filt = np.stack([rows[inside], cols[inside] - lo], axis=1).astype(np.int32).reshape(-1, 2)
             cols_in_block = np.where(target_cols >= 0, target_cols - lo, -1).astype(np.int32)
             g, e, best, best_col, target_score = self._count(
-                model.scorer, q, table[lo:hi], tf.constant(filt), target_scores, tf.constant(cols_in_block)
+                model.scorer,
+                q,
+                table[lo:hi],
+                tf.constant(filt),
+                target_scores,
+                tf.constant(cols_in_block),
+                None if allowed is None else tf.constant(allowed[:, lo:hi]),
             )
             greater += g.numpy()
             equal += e.numpy()
@@ -183,6 +221,12 @@ class FilteredEvaluator:
             rival = np.where(better, best_col.numpy() + lo, rival)
         target_score = target_score.numpy()
         target_first = (target_score > rival_score) | ((target_score == rival_score) & (targets < rival))
+        if allowed is not None:  # an answer outside the slot is no candidate: the query is missed
+            outside = ~allowed[np.arange(len(targets)), targets]
+            greater = np.where(outside, self.index.num_entities - 1.0, greater)
+            equal = np.where(outside, 0.0, equal)
+            target_first &= ~outside
+            rival = np.where(np.isneginf(rival_score), -1, rival)  # every candidate filtered: no answer
         return greater, equal, np.where(target_first, targets, rival)
 
     def evaluate(self, model, split: str = "test", *, tails_only: bool = False, progress: bool = False) -> dict:
@@ -257,13 +301,14 @@ class FilteredEvaluator:
         "Slot" is the asked side: the tails of the relation for a tail query, its heads for a
         head query (the entity sets JoBi's pair head and biased negatives are built from).
         """
-        keys = pack(ranks.relations, getattr(ranks, of), self.index.num_entities)
+        answers = getattr(ranks, of)
+        keys = pack(ranks.relations, answers, self.index.num_entities)
         seen = np.where(
             ranks.tail_query,
             sorted_contains(self._slot_keys("tail"), keys),
             sorted_contains(self._slot_keys("head"), keys),
         )
-        return ~seen
+        return ~seen & (answers >= 0)  # -1: type-aware ranking left no candidate to answer with
 
     def _slot_keys(self, slot: str) -> np.ndarray:
         if slot not in self._slot_key_cache:
@@ -272,7 +317,7 @@ class FilteredEvaluator:
         return self._slot_key_cache[slot]
 
 
-def _count_above(scorer, q, entities, filtered, target_scores, target_cols):
+def _count_above(scorer, q, entities, filtered, target_scores, target_cols, allowed=None):
     """Per query, how many unfiltered entities of a block score above / equal to the target.
 
     Args:
@@ -285,11 +330,14 @@ def _count_above(scorer, q, entities, filtered, target_scores, target_cols):
             ``target_cols`` is -1.
         target_cols: int32 ``[B]`` column of the true entity in this block, or -1; where
             given, the target's score is read from this block's score matrix.
+        allowed: bool ``[B, C]`` candidates to rank (type-aware ranking), or None for all.
     """
     scores = scorer.score_candidates(q, entities)
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
     target_scores = tf.where(target_cols >= 0, read, tf.cast(target_scores, scores.dtype))
     scores = tf.tensor_scatter_nd_update(scores, filtered, tf.fill([tf.shape(filtered)[0]], -np.inf))
+    if allowed is not None:
+        scores = tf.where(allowed, scores, tf.constant(-np.inf, scores.dtype))
     # int32 counts: a [B, C] float64 cast would be 8 bytes per score, twice, per block.
     greater = tf.reduce_sum(tf.cast(scores > target_scores[:, None], tf.int32), axis=1)
     equal = tf.reduce_sum(tf.cast(scores == target_scores[:, None], tf.int32), axis=1)

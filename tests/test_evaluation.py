@@ -378,3 +378,47 @@ def test_relation_ranks_of_a_reciprocal_model_use_the_forward_rows():
     got = FilteredEvaluator(index).relation_ranks(model, splits["test"])
     expected = _brute_force_relation_ranks(_all_scores("complex", ent, rel), splits, splits["test"])
     np.testing.assert_array_equal(got[0], expected[0])
+
+
+# -- type-aware ranking --------------------------------------------------------------------
+
+
+def _brute_force_slot_ranks(scores: np.ndarray, splits: dict, triples: np.ndarray):
+    known = {tuple(x) for s in SPLITS for x in splits[s].tolist()}
+    tails = {(r, t) for _, r, t in splits["train"].tolist()}
+    heads = {(r, h) for h, r, _ in splits["train"].tolist()}
+    opt, pes = [], []
+    for direction in (False, True):
+        for h, r, t in triples.tolist():
+            cand = scores[h, r, :] if direction else scores[:, r, t]
+            target = t if direction else h
+            slot = tails if direction else heads
+            if (r, target) not in slot:
+                opt.append(E)
+                pes.append(E)
+                continue
+            keep = np.array(
+                [
+                    (r, e) in slot and e != target and ((h, r, e) if direction else (e, r, t)) not in known
+                    for e in range(E)
+                ]
+            )
+            opt.append(1 + np.sum(cand[keep] > cand[target]))
+            pes.append(1 + np.sum(cand[keep] >= cand[target]))
+    return np.array(opt, float), np.array(pes, float)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_slot_restricted_ranks_match_brute_force(name):
+    splits, index = _random_kg(9)
+    ent, rel = _random_weights(name, 10)
+    scores = _all_scores(name, ent, rel)
+    model = _model(name, ent, rel)
+    restricted = FilteredEvaluator(index, EvalConfig(restrict="slots", chunk_size=7, eval_batch_size=6))
+    got = restricted.ranks(model, splits["test"])
+    expected = _brute_force_slot_ranks(scores, splits, splits["test"])
+    np.testing.assert_array_equal(got.optimistic, expected[0])
+    np.testing.assert_array_equal(got.pessimistic, expected[1])
+    plain = FilteredEvaluator(index).ranks(model, splits["test"])
+    assert (expected[0] == E).any() and (got.optimistic != plain.optimistic).any()  # both cases exercised
+    assert restricted.metrics_from_ranks(got)["type_inconsistent"] == 0  # every top-1 answer fits its slot
