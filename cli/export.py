@@ -35,17 +35,23 @@ __all__ = ["export"]
     show_default=True,
     help="Rank training facts last in predict_tail/predict_head, so the top-k holds only new facts.",
 )
+@click.option(
+    "--typed",
+    is_flag=True,
+    help="Add predict_tail_typed/predict_head_typed: top-k among the entities seen in that slot of the relation.",
+)
 @click.pass_context
 @reports_errors
-def export(ctx: click.Context, run_dir: str, export_base: str, version: int | None, force: bool, filter_known: bool):
+def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
     """Export RUN_DIR's best weights (triple head only) to OUT/<version>/; print what was written as JSON.
 
-    The SavedModel takes and returns names: signatures score, predict_tail (the default) and
-    predict_head. It is written to OUT/<version>.incomplete-* and renamed when complete.
+    The SavedModel takes and returns names: signatures score, predict_tail (the default),
+    predict_head and predict_relation (with --typed also predict_tail_typed and
+    predict_head_typed). It is written to OUT/<version>.incomplete-* and renamed when complete.
 
     Example: jobi-tf export runs/fb15k-237-complex-jobi-p0.3-seed0 --out exports/jobi
     """
-    cfg = ExportConfig(version=version, force=force, filter_known=filter_known)
+    cfg = ExportConfig(**flags)  # --version, --force, --filter-known, --typed
     start_tensorflow()
     from jobi_tf.export import export_run  # imports TensorFlow
 
@@ -58,6 +64,7 @@ def export(ctx: click.Context, run_dir: str, export_base: str, version: int | No
         "export_bytes": result.export_bytes,
         "table_bytes": result.table_bytes,
         "checkpoint_bytes": checkpoint.stat().st_size if checkpoint.exists() else None,
-        "filter_known": filter_known,
+        "filter_known": cfg.filter_known,
+        "typed": cfg.typed,
     }
     click.echo(json.dumps(summary))

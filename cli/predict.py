@@ -36,7 +36,9 @@ def _table(answer) -> str:
     shown = f"({q['head'] or '?'}, {q['relation'] or '?'}, {q['tail'] or '?'})"
     if answer.signature == "score":
         return f"{shown}\tscore {answer.scores[0]:.7g}"
-    slot = {"predict_tail": "tail", "predict_head": "head", "predict_relation": "relation"}[answer.signature]
+    slot = {"predict_tail": "tail", "predict_head": "head", "predict_relation": "relation"}[
+        answer.signature.removesuffix("_typed")
+    ]
     width = max([len(slot)] + [len(name) for name in answer.entities])
     lines = [f"{shown}: top {len(answer.entities)} {slot}s", f"{'rank':>4}  {slot:<{width}}  score"]
     lines += [
@@ -76,6 +78,11 @@ def _table(answer) -> str:
 @click.option("--tail", default=None, help="Tail entity name.")
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Answers to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of a table.")
+@click.option(
+    "--typed",
+    is_flag=True,
+    help="Tails/heads among the entities seen in that slot of the relation (an export made with --typed).",
+)
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per server request.")
 @click.pass_context
 @reports_errors
@@ -99,7 +106,7 @@ def predict(ctx: click.Context, **flags) -> None:
     predictor = _predictor(
         flags["model"], flags["server"], flags["model_name"], flags["model_version"], flags["timeout"]
     )
-    answer = ask(predictor, flags["head"], flags["relation"], flags["tail"], flags["k"])
+    answer = ask(predictor, flags["head"], flags["relation"], flags["tail"], flags["k"], typed=flags["typed"])
     if not answer.found:
         q = answer.query
         names = ", ".join(f"{slot}={q[slot]!r}" for slot in ("head", "relation", "tail") if q[slot] is not None)

@@ -441,11 +441,14 @@ class ExportConfig:
         force: replace an existing version (otherwise it is refused).
         filter_known: in ``predict_tail``/``predict_head``, rank the facts of the training
             split last (score ``-inf``), so the top-k holds only new facts.
+        typed: add ``predict_tail_typed``/``predict_head_typed``: top-k among the entities
+            seen in that slot of the relation in training (type-aware answers).
     """
 
     version: int | None = None
     force: bool = False
     filter_known: bool = False
+    typed: bool = False
 
     def __post_init__(self) -> None:
         if self.version is not None:

@@ -17,6 +17,10 @@ Signatures (inputs → outputs; ``B`` is the batch, ``k`` is clipped to ``[0, nu
 * ``predict_relation``: ``head, tail`` string ``[B]``, ``k`` int32 scalar → ``relations``
   string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``: which relations
   link ``head`` to ``tail`` (``k`` is clipped to the number of relations).
+* ``predict_tail_typed`` / ``predict_head_typed`` (exported with ``typed``): as
+  ``predict_tail`` / ``predict_head``, among the entities seen in that slot of the relation in
+  training only (type-aware answers; fewer than ``k`` real answers come back with score
+  ``-inf`` when the slot is small).
 
 Unknown names, the same in every signature: a row with a name outside the vocabulary gets
 ``found = False``, score(s) NaN and empty names; the other rows are answered normally.
@@ -58,6 +62,7 @@ from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = [
     "SIGNATURES",
+    "TYPED_SIGNATURES",
     "ExportResult",
     "TripleScorerModule",
     "scorer_module",
@@ -71,6 +76,8 @@ logger = logging.getLogger(__name__)
 
 #: Signature names; ``serving_default`` is ``predict_tail``.
 SIGNATURES = ("score", "predict_tail", "predict_head", "predict_relation")
+#: Signatures of a ``typed`` export (`ExportConfig.typed`), besides `SIGNATURES`.
+TYPED_SIGNATURES = ("predict_tail_typed", "predict_head_typed")
 #: Extra file TensorFlow Serving ignores: what was exported, from where, how.
 METADATA_FILE = "assets.extra/jobi_tf.json"
 
@@ -141,6 +148,11 @@ class _KnownFacts(tf.Module):
         minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
         return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
 
+    def keep_only(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
+        """``scores [B, E]`` with every entity *not* listed under each row's key set to ``-inf``."""
+        listed = self.mask(tf.zeros_like(scores), query_keys)  # -inf exactly at the listed cells
+        return tf.where(tf.math.is_inf(listed), scores, tf.constant(-np.inf, scores.dtype))
+
 
 class TripleScorerModule(tf.Module):
     """The exported object: tables, vocabularies and the three signatures (module docstring).
@@ -155,6 +167,8 @@ class TripleScorerModule(tf.Module):
         known_tails: training tails keyed by ``head * R + relation``, or None (no filter).
         known_heads: training heads keyed by ``tail * R + relation``, or None.
         known_relations: training relations keyed by ``head * E + tail``, or None.
+        slots: the training tails and heads of each relation (`KGIndex.train_tails`,
+            ``train_heads``) for the typed signatures, or None (they then rank every entity).
         reciprocal: the model ranks heads of ``(?, r, t)`` as tails of ``(t, r⁻¹, ?)``.
     """
 
@@ -169,6 +183,7 @@ class TripleScorerModule(tf.Module):
         known_heads: CSR | None = None,
         known_relations: CSR | None = None,
         reciprocal: bool = False,
+        slots: tuple[CSR, CSR] | None = None,
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
@@ -184,6 +199,8 @@ class TripleScorerModule(tf.Module):
         self.known_tails = _KnownFacts(known_tails, "known_tails") if known_tails is not None else None
         self.known_heads = _KnownFacts(known_heads, "known_heads") if known_heads is not None else None
         self.known_relations = _KnownFacts(known_relations, "known_relations") if known_relations is not None else None
+        self.slot_tails = _KnownFacts(slots[0], "slot_tails") if slots is not None else None
+        self.slot_heads = _KnownFacts(slots[1], "slot_heads") if slots is not None else None
 
     @staticmethod
     def _same_length(**names: tf.Tensor) -> list[tf.Tensor]:
@@ -219,18 +236,34 @@ class TripleScorerModule(tf.Module):
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_tail(self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         """Top-k tails of each (head, relation) row."""
+        return self._predict_tail(head, relation, k, None)
+
+    def _predict_tail(self, head, relation, k, slots: _KnownFacts | None) -> dict[str, tf.Tensor]:
         head, relation = self._same_length(head=head, relation=relation)
         h, r = self.entity_ids.lookup(head), self.relation_ids.lookup(relation)
         found = (h >= 0) & (r >= 0)
         h, r = self._safe(found, h), self._safe(found, r)
         entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
         query = self._scorer.tail_query(tf.gather(entities, h), tf.gather(relations, r))
-        names, scores = self._top_k(entities, query, h * self.num_relations + r, self.known_tails, found, k)
+        names, scores = self._top_k(entities, query, h * self.num_relations + r, self.known_tails, found, k, slots, r)
         return {"tails": names, "scores": scores, "found": found}
+
+    @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
+    def predict_tail_typed(self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Top-k tails of each (head, relation) row among the relation's training tails."""
+        return self._predict_tail(head, relation, k, self.slot_tails)
+
+    @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
+    def predict_head_typed(self, relation: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Top-k heads of each (relation, tail) row among the relation's training heads."""
+        return self._predict_head(relation, tail, k, self.slot_heads)
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_head(self, relation: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         """Top-k heads of each (relation, tail) row."""
+        return self._predict_head(relation, tail, k, None)
+
+    def _predict_head(self, relation, tail, k, slots: _KnownFacts | None) -> dict[str, tf.Tensor]:
         relation, tail = self._same_length(relation=relation, tail=tail)
         r, t = self.relation_ids.lookup(relation), self.entity_ids.lookup(tail)
         found = (r >= 0) & (t >= 0)
@@ -240,7 +273,7 @@ class TripleScorerModule(tf.Module):
             query = self._scorer.tail_query(tf.gather(entities, t), tf.gather(relations, r + self.num_relations))
         else:
             query = self._scorer.head_query(tf.gather(relations, r), tf.gather(entities, t))
-        names, scores = self._top_k(entities, query, t * self.num_relations + r, self.known_heads, found, k)
+        names, scores = self._top_k(entities, query, t * self.num_relations + r, self.known_heads, found, k, slots, r)
         return {"heads": names, "scores": scores, "found": found}
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
@@ -271,11 +304,16 @@ class TripleScorerModule(tf.Module):
         known: _KnownFacts | None,
         found: tf.Tensor,
         k: tf.Tensor,
+        slots: _KnownFacts | None = None,
+        relations: tf.Tensor | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor]:
-        """Names ``[B, k]`` and scores ``[B, k]`` of the best entities for ``query [B, W]``."""
+        """Names ``[B, k]`` and scores ``[B, k]`` of the best entities for ``query [B, W]``
+        (among each row's relation's slot entities when ``slots`` is given)."""
         scores = self._scorer.score_candidates(query, entities)  # [B, E]
         if known is not None:
             scores = known.mask(scores, keys)
+        if slots is not None:
+            scores = slots.keep_only(scores, tf.cast(relations, tf.int64))
         best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_entities))
         names = self.entity_names.lookup(tf.cast(ids, tf.int64))
         return tf.where(found[:, None], names, ""), tf.where(found[:, None], best, np.nan)
@@ -305,6 +343,7 @@ def scorer_module(
     relation_vocab: str,
     known: tuple[CSR | None, CSR | None, CSR | None] = (None, None, None),
     tables: tuple[np.ndarray, np.ndarray] | None = None,
+    slots: tuple[CSR, CSR] | None = None,
 ) -> TripleScorerModule:
     """The exported object of a model: what a SavedModel serves and `jobi_tf.api.Run` predicts with.
 
@@ -322,7 +361,19 @@ def scorer_module(
         relation_vocab,
         *known,
         reciprocal=bool(getattr(model, "reciprocal", False)),
+        slots=slots,
     )
+
+
+def slot_sets(train: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
+    """The training tails and heads of each relation (keyed by relation id)."""
+    tails = CSR.from_pairs(train[:, RELATION], train[:, TAIL], dense_groups=num_relations)
+    heads = CSR.from_pairs(train[:, RELATION], train[:, HEAD], dense_groups=num_relations)
+    return tails, heads
+
+
+def _signatures(cfg: ExportConfig) -> tuple[str, ...]:
+    return SIGNATURES + (TYPED_SIGNATURES if cfg.typed else ())
 
 
 def export_saved_model(
@@ -342,7 +393,7 @@ def export_saved_model(
         entities, relations: the run's vocabularies (line number = id).
         base_dir: the folder TensorFlow Serving watches (created if missing).
         cfg: version, force and known-facts filter; default `ExportConfig()`.
-        train_triples: int ``(N, 3)`` training ids; required with ``cfg.filter_known``.
+        train_triples: int ``(N, 3)`` training ids; required with ``cfg.filter_known`` or ``cfg.typed``.
         metadata: extra JSON-able facts for ``assets.extra/jobi_tf.json`` (e.g. the run folder).
 
     Returns:
@@ -363,6 +414,7 @@ def export_saved_model(
     if final.exists() and not cfg.force:
         raise ExportError(f"{final}: version {version} exists; use --force to replace it or --version for another")
     known = known_facts(train_triples, len(relations), len(entities)) if cfg.filter_known else (None, None, None)
+    slots = slot_sets(train_triples, len(relations)) if cfg.typed else None
     info = {
         "model": model.model_name,
         "dim": model.dim,
@@ -370,7 +422,8 @@ def export_saved_model(
         "num_relations": len(relations),
         "reciprocal": reciprocal,
         "filter_known": cfg.filter_known,
-        "signatures": {"serving_default": "predict_tail", **{s: s for s in SIGNATURES}},
+        "typed": cfg.typed,
+        "signatures": {"serving_default": "predict_tail", **{s: s for s in _signatures(cfg)}},
         **(metadata or {}),
     }
     base.mkdir(parents=True, exist_ok=True)
@@ -385,8 +438,9 @@ def export_saved_model(
                 str(Path(vocab_dir) / "relations.txt"),
                 known,
                 tables=(entity_table, relation_table),
+                slots=slots,
             )
-            signatures = {name: getattr(module, name) for name in SIGNATURES}
+            signatures = {name: getattr(module, name) for name in _signatures(cfg)}
             signatures["serving_default"] = module.predict_tail
             tf.saved_model.save(module, str(staging), signatures=signatures)
         (staging / METADATA_FILE).parent.mkdir(exist_ok=True)
@@ -420,8 +474,8 @@ def _check_inputs(
             f"vocabularies ({len(entities)} entities, {len(relations)} relations) do not match the tables "
             f"({len(entity_table)}, {len(relation_table)} rows{', reciprocal' if reciprocal else ''})"
         )
-    if cfg.filter_known and train_triples is None:
-        raise ExportError("filter_known needs the training triples (train_triples)")
+    if (cfg.filter_known or cfg.typed) and train_triples is None:
+        raise ExportError("filter_known and typed need the training triples (train_triples)")
 
 
 def _move_into_place(staging: Path, final: Path) -> None:
@@ -456,7 +510,7 @@ def export_run(
     model = folder.restore_model(run_cfg)
     entities, relations = folder.read_vocabs()
     train_triples = None
-    if cfg.filter_known:
+    if cfg.filter_known or cfg.typed:
         data_entities, data_relations, index = load_index(run_cfg.data, seed=run_cfg.seed)
         folder.check_vocabs(data_entities, data_relations)
         train_triples = index.train

@@ -60,6 +60,8 @@ SIGNATURE_INPUTS: dict[str, tuple[str, ...]] = {
     "predict_tail": ("head", "relation", "k"),
     "predict_head": ("relation", "tail", "k"),
     "predict_relation": ("head", "tail", "k"),
+    "predict_tail_typed": ("head", "relation", "k"),  # exports made with --typed
+    "predict_head_typed": ("relation", "tail", "k"),
 }
 #: Output names of each signature.
 SIGNATURE_OUTPUTS: dict[str, tuple[str, ...]] = {
@@ -67,6 +69,8 @@ SIGNATURE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "predict_tail": ("tails", "scores", "found"),
     "predict_head": ("heads", "scores", "found"),
     "predict_relation": ("relations", "scores", "found"),
+    "predict_tail_typed": ("tails", "scores", "found"),
+    "predict_head_typed": ("heads", "scores", "found"),
 }
 _STRING_INPUTS = ("head", "relation", "tail")
 
@@ -262,10 +266,15 @@ class LocalPredictor:
 
         self._tf = tf
         self._model = tf.saved_model.load(str(self.path))
-        self._signatures = {name: self._model.signatures[name] for name in SIGNATURE_INPUTS}
+        available = self._model.signatures
+        self._signatures = {name: available[name] for name in SIGNATURE_INPUTS if name in available}
 
     def predict(self, signature: str, inputs: dict) -> dict[str, list]:
         _check_inputs(signature, inputs)
+        if signature not in self._signatures:
+            typed = signature.endswith("_typed")
+            hint = " (export the run with --typed)" if typed else " (an older export: export again)"
+            raise ServingError(f"{self.path}: the export has no {signature} signature{hint}")
         tf = self._tf
         tensors = {
             name: tf.constant([str(v) for v in value], tf.string)
@@ -316,11 +325,19 @@ class Answer:
         }
 
 
-def ask(predictor, head: str | None = None, relation: str | None = None, tail: str | None = None, k: int = 10):
+def ask(
+    predictor,
+    head: str | None = None,
+    relation: str | None = None,
+    tail: str | None = None,
+    k: int = 10,
+    typed: bool = False,
+):
     """Answer one query; which of ``head``/``relation``/``tail`` is None picks the signature.
 
     ``(head, relation, ?)`` → ``predict_tail``, ``(?, relation, tail)`` → ``predict_head``,
-    ``(head, ?, tail)`` → ``predict_relation``, all three → ``score``.
+    ``(head, ?, tail)`` → ``predict_relation``, all three → ``score``. ``typed`` asks the
+    ``*_typed`` signatures of a ``--typed`` export for tails and heads (type-aware answers).
 
     Returns:
         An `Answer`.
@@ -336,10 +353,10 @@ def ask(predictor, head: str | None = None, relation: str | None = None, tail: s
     if head is not None and tail is not None:
         out = predictor.predict("score", {"head": [head], "relation": [relation], "tail": [tail]})
         return Answer("score", query, bool(out["found"][0]), [], [float(out["score"][0])])
+    suffix = "_typed" if typed else ""
     if tail is None:
-        out = predictor.predict("predict_tail", {"head": [head], "relation": [relation], "k": k})
-        return Answer(
-            "predict_tail", query, bool(out["found"][0]), out["tails"][0], [float(s) for s in out["scores"][0]]
-        )
-    out = predictor.predict("predict_head", {"relation": [relation], "tail": [tail], "k": k})
-    return Answer("predict_head", query, bool(out["found"][0]), out["heads"][0], [float(s) for s in out["scores"][0]])
+        signature, inputs, answers = "predict_tail" + suffix, {"head": [head], "relation": [relation]}, "tails"
+    else:
+        signature, inputs, answers = "predict_head" + suffix, {"relation": [relation], "tail": [tail]}, "heads"
+    out = predictor.predict(signature, {**inputs, "k": k})
+    return Answer(signature, query, bool(out["found"][0]), out[answers][0], [float(s) for s in out["scores"][0]])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -351,3 +352,40 @@ def test_export_run_serves_the_runs_best_weights(tmp_path):
     )
     info = json.loads((result.path / "assets.extra" / "jobi_tf.json").read_text())
     assert info["filter_known"] is True and info["run_dir"] == str((tmp_path / "run").resolve())
+
+
+@pytest.mark.parametrize(("model", "reciprocal"), [("complex", False), ("distmult", True)])
+def test_typed_signatures_rank_only_the_slot_entities(model, reciprocal, random_export, tmp_path):
+    source = random_export(model, reciprocal=reciprocal)
+    cfg = ExportConfig(typed=True)
+    result = export_saved_model(
+        source.model, source.entities, source.relations, tmp_path, cfg, train_triples=source.train
+    )
+    typed = dataclasses.replace(source, path=result.path)
+    ent, rel = _tables(source)
+    r_count = len(source.relations)
+    forward = _numpy_all_scores(model, ent, rel[:r_count])
+    inverse = _numpy_all_scores(model, ent, rel[r_count:]) if reciprocal else None
+    train = source.train
+    for r in range(r_count):
+        tails, heads = set(train[train[:, 1] == r, 2].tolist()), set(train[train[:, 1] == r, 0].tolist())
+        h, t = 3, 7
+        out = _call(
+            typed, "predict_tail_typed", head=source.entities.decode([h]), relation=source.relations.decode([r]), k=4
+        )
+        scores = forward[h, r].copy()
+        scores[[e for e in range(len(scores)) if e not in tails]] = -np.inf
+        expected = np.argsort(-scores, kind="stable")[: min(4, len(tails))]
+        np.testing.assert_array_equal(_text(out["tails"][0, : len(expected)]), source.entities.decode(expected))
+        assert np.isneginf(out["scores"][0, len(expected) :]).all()  # a small slot: the rest are no answers
+        out = _call(
+            typed, "predict_head_typed", relation=source.relations.decode([r]), tail=source.entities.decode([t]), k=4
+        )
+        scores = (inverse[t, r] if reciprocal else forward[:, r, t]).copy()
+        scores[[e for e in range(len(scores)) if e not in heads]] = -np.inf
+        expected = np.argsort(-scores, kind="stable")[: min(4, len(heads))]
+        np.testing.assert_array_equal(_text(out["heads"][0, : len(expected)]), source.entities.decode(expected))
+    info = json.loads((result.path / "assets.extra" / "jobi_tf.json").read_text())
+    assert info["typed"] is True and "predict_tail_typed" in info["signatures"]
+    plain = tf.saved_model.load(str(source.path))
+    assert "predict_tail_typed" not in plain.signatures  # only a typed export has them

@@ -197,3 +197,18 @@ def test_a_bad_queries_file_is_a_one_line_error_and_writes_nothing(export_dir, t
         assert not out.exists()
     mixed = runner.invoke(main, ["predict", "--model", str(export_dir), "--queries", str(queries), "--head", "a"])
     assert mixed.exit_code == 2 and "not both" in mixed.output
+
+
+def test_typed_predictions_need_a_typed_export(run_dir, export_dir, tmp_path):
+    runner = CliRunner()
+    entities = (run_dir / "entities.txt").read_text().splitlines()
+    relation = (run_dir / "relations.txt").read_text().splitlines()[0]
+    query = ["--head", entities[0], "--relation", relation, "-k", "3", "--typed"]
+    plain = runner.invoke(main, ["predict", "--model", str(export_dir), *query])
+    assert plain.exit_code == 1 and "no predict_tail_typed signature (export the run with --typed)" in plain.output
+    typed_base = tmp_path / "typed"
+    made = runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(typed_base), "--typed"])
+    assert made.exit_code == 0 and json.loads(made.stdout)["typed"] is True, made.output
+    answer = runner.invoke(main, ["-q", "predict", "--model", str(typed_base), *query, "--json"])
+    assert answer.exit_code == 0, answer.output
+    assert json.loads(answer.stdout)["signature"] == "predict_tail_typed"
