@@ -21,6 +21,7 @@ _SUBCOMMANDS = {
     "export": ("jobi_tf.cli.export", "export", "Export a run's triple scorer as a SavedModel for TF Serving."),
     "grid": ("jobi_tf.cli.grid", "grid", "Run a hyper-parameter grid (resumable); report the best cell per group."),
     "predict": ("jobi_tf.cli.predict", "predict", "Ask an export (in-process or via TF Serving) for top-k or a score."),
+    "calibrate": ("jobi_tf.cli.calibrate", "calibrate", "Fit per-relation probabilities of a run on validation."),
 }
 
 

@@ -34,17 +34,18 @@ def _predictor(model: str | None, server: str | None, model_name: str, model_ver
 def _table(answer) -> str:
     q = answer.query
     shown = f"({q['head'] or '?'}, {q['relation'] or '?'}, {q['tail'] or '?'})"
+    probs = answer.probabilities
     if answer.signature == "score":
-        return f"{shown}\tscore {answer.scores[0]:.7g}"
+        return f"{shown}\tscore {answer.scores[0]:.7g}" + ("" if probs is None else f"\tprobability {probs[0]:.4f}")
     slot = {"predict_tail": "tail", "predict_head": "head", "predict_relation": "relation"}[
         answer.signature.removesuffix("_typed")
     ]
     width = max([len(slot)] + [len(name) for name in answer.entities])
-    lines = [f"{shown}: top {len(answer.entities)} {slot}s", f"{'rank':>4}  {slot:<{width}}  score"]
-    lines += [
-        f"{i:>4}  {name:<{width}}  {score:.7g}"
-        for i, (name, score) in enumerate(zip(answer.entities, answer.scores, strict=True), 1)
-    ]
+    head = f"{'rank':>4}  {slot:<{width}}  score" + ("" if probs is None else "       probability")
+    lines = [f"{shown}: top {len(answer.entities)} {slot}s", head]
+    for i, (name, score) in enumerate(zip(answer.entities, answer.scores, strict=True), 1):
+        line = f"{i:>4}  {name:<{width}}  {score:<10.7g}"
+        lines.append(line.rstrip() if probs is None else f"{line}  {probs[i - 1]:.4f}")
     return "\n".join(lines)
 
 

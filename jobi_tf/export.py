@@ -10,6 +10,10 @@ Signatures (inputs → outputs; ``B`` is the batch, ``k`` is clipped to ``[0, nu
 
 * ``score``: ``head, relation, tail`` string ``[B]`` → ``score`` float32 ``[B]``,
   ``found`` bool ``[B]``.
+
+A run calibrated with ``jobi-tf calibrate`` (`jobi_tf.calibration`) exports calibrated
+probabilities too: ``probability`` ``[B]`` in ``score``, ``probabilities`` ``[B, k]`` in
+``predict_tail``/``predict_head`` (and their typed forms): ``σ(a_r · score + b_r)``.
 * ``predict_tail`` (also ``serving_default``): ``head, relation`` string ``[B]``, ``k``
   int32 scalar → ``tails`` string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``.
 * ``predict_head``: ``relation, tail`` string ``[B]``, ``k`` int32 scalar → ``heads``
@@ -49,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from jobi_tf.calibration import Calibration
 from jobi_tf.config import ExportConfig
 from jobi_tf.data.index import CSR
 from jobi_tf.data.keys import pack
@@ -184,6 +189,7 @@ class TripleScorerModule(tf.Module):
         known_relations: CSR | None = None,
         reciprocal: bool = False,
         slots: tuple[CSR, CSR] | None = None,
+        calibration: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
@@ -199,6 +205,9 @@ class TripleScorerModule(tf.Module):
         self.known_tails = _KnownFacts(known_tails, "known_tails") if known_tails is not None else None
         self.known_heads = _KnownFacts(known_heads, "known_heads") if known_heads is not None else None
         self.known_relations = _KnownFacts(known_relations, "known_relations") if known_relations is not None else None
+        self.calibration = None
+        if calibration is not None:  # per calibration row: a, b of sigma(a * score + b)
+            self.calibration = tf.Variable(np.stack(calibration, 1).astype(np.float32), trainable=False, name="platt")
         self.slot_tails = _KnownFacts(slots[0], "slot_tails") if slots is not None else None
         self.slot_heads = _KnownFacts(slots[1], "slot_heads") if slots is not None else None
 
@@ -231,7 +240,17 @@ class TripleScorerModule(tf.Module):
         entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
         # The same expression as JoBiModel.score_triples.
         scores = self._scorer.score(tf.gather(entities, h), tf.gather(relations, r), tf.gather(entities, t))
-        return {"score": tf.where(found, scores, np.nan), "found": found}
+        out = {"score": tf.where(found, scores, np.nan), "found": found}
+        if self.calibration is not None:
+            out["probability"] = tf.where(found, self._probability(scores, r), np.nan)
+        return out
+
+    def _probability(self, scores: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+        """``σ(a · score + b)`` with the calibration row of each query (``rows`` ``[B]``)."""
+        ab = tf.gather(_read(self.calibration), rows)  # [B, 2]
+        if scores.shape.rank == 2:
+            return tf.sigmoid(ab[:, :1] * scores + ab[:, 1:])
+        return tf.sigmoid(ab[:, 0] * scores + ab[:, 1])
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_tail(self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -246,7 +265,10 @@ class TripleScorerModule(tf.Module):
         entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
         query = self._scorer.tail_query(tf.gather(entities, h), tf.gather(relations, r))
         names, scores = self._top_k(entities, query, h * self.num_relations + r, self.known_tails, found, k, slots, r)
-        return {"tails": names, "scores": scores, "found": found}
+        out = {"tails": names, "scores": scores, "found": found}
+        if self.calibration is not None:
+            out["probabilities"] = self._probability(scores, r)
+        return out
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_tail_typed(self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -274,7 +296,10 @@ class TripleScorerModule(tf.Module):
         else:
             query = self._scorer.head_query(tf.gather(relations, r), tf.gather(entities, t))
         names, scores = self._top_k(entities, query, t * self.num_relations + r, self.known_heads, found, k, slots, r)
-        return {"heads": names, "scores": scores, "found": found}
+        out = {"heads": names, "scores": scores, "found": found}
+        if self.calibration is not None:  # a reciprocal model's head scores have the inverse row's scale
+            out["probabilities"] = self._probability(scores, r + self.num_relations if self._reciprocal else r)
+        return out
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_relation(self, head: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -344,6 +369,7 @@ def scorer_module(
     known: tuple[CSR | None, CSR | None, CSR | None] = (None, None, None),
     tables: tuple[np.ndarray, np.ndarray] | None = None,
     slots: tuple[CSR, CSR] | None = None,
+    calibration: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> TripleScorerModule:
     """The exported object of a model: what a SavedModel serves and `jobi_tf.api.Run` predicts with.
 
@@ -362,6 +388,7 @@ def scorer_module(
         *known,
         reciprocal=bool(getattr(model, "reciprocal", False)),
         slots=slots,
+        calibration=calibration,
     )
 
 
@@ -385,6 +412,7 @@ def export_saved_model(
     *,
     train_triples: np.ndarray | None = None,
     metadata: dict | None = None,
+    calibration=None,
 ) -> ExportResult:
     """Write the triple scorer of ``model`` as ``<base_dir>/<version>``.
 
@@ -395,6 +423,7 @@ def export_saved_model(
         cfg: version, force and known-facts filter; default `ExportConfig()`.
         train_triples: int ``(N, 3)`` training ids; required with ``cfg.filter_known`` or ``cfg.typed``.
         metadata: extra JSON-able facts for ``assets.extra/jobi_tf.json`` (e.g. the run folder).
+        calibration: a `jobi_tf.calibration.Calibration`: the signatures also return probabilities.
 
     Returns:
         An `ExportResult`.
@@ -423,6 +452,7 @@ def export_saved_model(
         "reciprocal": reciprocal,
         "filter_known": cfg.filter_known,
         "typed": cfg.typed,
+        "calibrated": calibration is not None,
         "signatures": {"serving_default": "predict_tail", **{s: s for s in _signatures(cfg)}},
         **(metadata or {}),
     }
@@ -439,6 +469,7 @@ def export_saved_model(
                 known,
                 tables=(entity_table, relation_table),
                 slots=slots,
+                calibration=None if calibration is None else (calibration.a, calibration.b),
             )
             signatures = {name: getattr(module, name) for name in _signatures(cfg)}
             signatures["serving_default"] = module.predict_tail
@@ -522,4 +553,5 @@ def export_run(
         cfg,
         train_triples=train_triples,
         metadata={"run_dir": str(folder.path.resolve())},
+        calibration=Calibration.load(folder.calibration) if folder.calibration.exists() else None,
     )

@@ -12,6 +12,7 @@ layout is written down once::
     RUN/tensorboard/         TensorBoard logs
     RUN/rung-<epochs>.json   metrics at each rung of a successive-halving search (jobi_tf.grid)
     RUN/data/                the splits, when the run was trained on in-memory triples
+    RUN/calibration.json     per-relation Platt scaling (jobi-tf calibrate), used by the export
 
 A run folder is enough to rebuild the trained model (`RunFolder.restore_model`): the
 vocabularies give the table sizes and the weights are inside, so a run whose data folder
@@ -50,6 +51,7 @@ class RunFolder:
     metrics = property(lambda self: self.path / "metrics.json")
     tensorboard = property(lambda self: self.path / "tensorboard")
     data = property(lambda self: self.path / "data")
+    calibration = property(lambda self: self.path / "calibration.json")
 
     def rung(self, epochs: int) -> Path:
         """``metrics.json`` as it was when a successive-halving search stopped the run at ``epochs``."""

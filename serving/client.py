@@ -73,6 +73,8 @@ SIGNATURE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "predict_head_typed": ("heads", "scores", "found"),
 }
 _STRING_INPUTS = ("head", "relation", "tail")
+#: Outputs a calibrated export adds (``jobi-tf calibrate``): ``probability`` / ``probabilities``.
+OPTIONAL_OUTPUTS = ("probability", "probabilities")
 
 
 class ServingError(Exception):
@@ -134,13 +136,14 @@ def decode_rest_response(body: str | bytes | dict, signature: str) -> dict[str, 
     if "outputs" in data:
         outputs = data["outputs"]
     elif "predictions" in data:
-        outputs = {name: [row[name] for row in data["predictions"]] for name in names}
+        present = [*names, *(n for n in OPTIONAL_OUTPUTS if data["predictions"] and n in data["predictions"][0])]
+        outputs = {name: [row[name] for row in data["predictions"]] for name in present}
     else:
         raise ServingError(f"not a TF Serving predict response (keys {sorted(data)})")
     missing = [name for name in names if name not in outputs]
     if missing:
         raise ServingError(f"{signature}: the response lacks outputs {missing}; is the model a jobi-tf export?")
-    return {name: outputs[name] for name in names}
+    return {name: outputs[name] for name in (*names, *(n for n in OPTIONAL_OUTPUTS if n in outputs))}
 
 
 class RestPredictor:
@@ -283,7 +286,8 @@ class LocalPredictor:
             for name, value in inputs.items()
         }
         outputs = self._signatures[signature](**tensors)
-        return {name: _to_lists(outputs[name].numpy()) for name in SIGNATURE_OUTPUTS[signature]}
+        names = (*SIGNATURE_OUTPUTS[signature], *(n for n in OPTIONAL_OUTPUTS if n in outputs))
+        return {name: _to_lists(outputs[name].numpy()) for name in names}
 
 
 def _to_lists(values):
@@ -305,6 +309,7 @@ class Answer:
         found: False when a name of the query is not in the export's vocabulary.
         entities: the top-k names (predict) or ``[]`` (score).
         scores: their scores, or ``[score]`` for the score signature (NaN when not found).
+        probabilities: calibrated probabilities of the same (a calibrated export), else None.
     """
 
     signature: str
@@ -312,6 +317,7 @@ class Answer:
     found: bool
     entities: list[str]
     scores: list[float]
+    probabilities: list[float] | None = None
 
     def to_json(self) -> dict:
         """A strict-JSON dict: NaN and -inf scores (unknown names, filtered facts) become null."""
@@ -322,7 +328,12 @@ class Answer:
             "found": self.found,
             "entities": self.entities,
             "scores": scores,
+            **({} if self.probabilities is None else {"probabilities": _finite_or_none(self.probabilities)}),
         }
+
+
+def _finite_or_none(values: list[float]) -> list[float | None]:
+    return [v if math.isfinite(v) else None for v in values]
 
 
 def ask(
@@ -352,11 +363,14 @@ def ask(
     query = {"head": head, "relation": relation, "tail": tail}
     if head is not None and tail is not None:
         out = predictor.predict("score", {"head": [head], "relation": [relation], "tail": [tail]})
-        return Answer("score", query, bool(out["found"][0]), [], [float(out["score"][0])])
+        probability = [float(out["probability"][0])] if "probability" in out else None
+        return Answer("score", query, bool(out["found"][0]), [], [float(out["score"][0])], probability)
     suffix = "_typed" if typed else ""
     if tail is None:
         signature, inputs, answers = "predict_tail" + suffix, {"head": [head], "relation": [relation]}, "tails"
     else:
         signature, inputs, answers = "predict_head" + suffix, {"relation": [relation], "tail": [tail]}, "heads"
     out = predictor.predict(signature, {**inputs, "k": k})
-    return Answer(signature, query, bool(out["found"][0]), out[answers][0], [float(s) for s in out["scores"][0]])
+    probabilities = [float(p) for p in out["probabilities"][0]] if "probabilities" in out else None
+    scores = [float(s) for s in out["scores"][0]]
+    return Answer(signature, query, bool(out["found"][0]), out[answers][0], scores, probabilities)

@@ -10,7 +10,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 from jobi_tf.cli.main import _SUBCOMMANDS, main
-from tiny import tiny_flags
+from tiny_cli import tiny_flags
 
 SMALL = tiny_flags(2)
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 from jobi_tf.cli.main import main
-from tiny import tiny_flags
+from tiny_cli import tiny_flags
 
 TINY_RUN = [*tiny_flags(1), "--joint"]
 
