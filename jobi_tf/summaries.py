@@ -144,11 +144,12 @@ def write_projector(log_dir: Path, model, entity_labels: np.ndarray, relation_la
         return
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    entities = model.entity_embeddings.numpy()
-    degree = np.bincount(train[:, 0], minlength=len(entities)) + np.bincount(train[:, 2], minlength=len(entities))
-    keep = np.arange(len(entities))
-    if len(entities) > PROJECTOR_MAX_ENTITIES:
+    num_entities = int(model.entity_embeddings.shape[0])
+    degree = np.bincount(train[:, 0], minlength=num_entities) + np.bincount(train[:, 2], minlength=num_entities)
+    keep = np.arange(num_entities)
+    if num_entities > PROJECTOR_MAX_ENTITIES:
         keep = np.sort(np.argsort(-degree, kind="stable")[:PROJECTOR_MAX_ENTITIES])
+    entities = tf.gather(model.entity_embeddings, keep).numpy()  # only the rows shown: no copy of a 2M-row table
     relations = model.triple_relations.numpy()
     names = [str(x) for x in relation_labels]
     if len(relations) == 2 * len(names):
@@ -156,7 +157,7 @@ def write_projector(log_dir: Path, model, entity_labels: np.ndarray, relation_la
     shown = zip(entity_labels[keep], degree[keep], strict=True)
     _write_metadata(log_dir / "entities.tsv", ["name", "train_degree"], shown)
     _write_metadata(log_dir / "relations.tsv", None, ((n,) for n in names))
-    tables = tf.train.Checkpoint(entities=tf.Variable(entities[keep]), relations=tf.Variable(relations))
+    tables = tf.train.Checkpoint(entities=tf.Variable(entities), relations=tf.Variable(relations))
     # A manager keeps one checkpoint and a relative "checkpoint" index that the Projector finds
     # (a path in its config would be read relative to where TensorBoard was started).
     tf.train.CheckpointManager(tables, str(log_dir), max_to_keep=1, checkpoint_name="embeddings").save()

@@ -95,3 +95,21 @@ def test_hparams_show_the_dataset_name_not_a_path(tmp_path):
     folder = DataConfig(dataset=None, data_dir=str(tmp_path / "graphs" / "g1"))
     cfg = dataclasses.replace(_cfg(joint=False), data=folder)
     assert cfg.hparams()["dataset"] == "g1"
+
+
+def test_projector_of_a_large_graph_shows_its_most_frequent_entities(tmp_path, monkeypatch):
+    from jobi_tf import summaries
+    from jobi_tf.models import JoBiModel
+
+    monkeypatch.setattr(summaries, "PROJECTOR_MAX_ENTITIES", 3)
+    model = JoBiModel(num_entities=6, num_relations=2, model="distmult", dim=2)
+    model.entity_embeddings.assign(np.arange(12, dtype=np.float32).reshape(6, 2))
+    train = np.array([[5, 0, 4], [5, 1, 2], [4, 0, 5], [0, 1, 5]])  # degrees: 5 -> 4, 4 -> 2, then 0 and 2 -> 1
+    labels = np.array([f"e{i}" for i in range(6)])
+    summaries.write_projector(tmp_path, model, labels, np.array(["r0", "r1"]), train)
+    rows = (tmp_path / "entities.tsv").read_text().splitlines()[1:]
+    assert [r.split("\t") for r in rows] == [["e0", "1"], ["e4", "2"], ["e5", "4"]]  # id order kept
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
+    np.testing.assert_array_equal(
+        reader.get_tensor("entities/.ATTRIBUTES/VARIABLE_VALUE"), np.arange(12).reshape(6, 2)[[0, 4, 5]]
+    )
