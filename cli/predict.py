@@ -44,6 +44,8 @@ def _table(answer) -> str:
     head = f"{'rank':>4}  {slot:<{width}}  score" + ("" if probs is None else "       probability")
     lines = [f"{shown}: top {len(answer.entities)} {slot}s", head]
     for i, (name, score) in enumerate(zip(answer.entities, answer.scores, strict=True), 1):
+        if not name:  # a typed answer list shorter than k
+            break
         line = f"{i:>4}  {name:<{width}}  {score:<10.7g}"
         lines.append(line.rstrip() if probs is None else f"{line}  {probs[i - 1]:.4f}")
     return "\n".join(lines)

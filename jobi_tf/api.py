@@ -205,9 +205,9 @@ def train(
     dataset = data if isinstance(data, Dataset) else load_dataset(data)
     named = {"model": model, "dim": dim, "joint": joint, "p": p}
     settings = {**{k: v for k, v in named.items() if v is not None}, **settings}
-    folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
     with _python_errors():
-        cfg = _settings_to_config(config or RunConfig(), settings)
+        cfg = _settings_to_config(config or RunConfig(), settings)  # checked before any folder is made
+        folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
         cfg = dataclasses.replace(cfg, data=_data_config(dataset, folder))
         train_run(cfg, folder.path, verbose=verbose, data=(dataset.entities, dataset.relations, dataset.index))
     return load_run(folder.path, data=dataset)
@@ -232,7 +232,9 @@ class Embeddings:
     vectors: np.ndarray
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.vectors[self.names.index(name)]
+        if "_rows" not in self.__dict__:  # built on first use: a name lookup, not a scan
+            object.__setattr__(self, "_rows", {n: i for i, n in enumerate(self.names)})
+        return self.vectors[self.__dict__["_rows"][name]]
 
 
 #: Top-k answers: ``(name, score)`` pairs, best first.

@@ -23,8 +23,8 @@ probabilities too: ``probability`` ``[B]`` in ``score``, ``probabilities`` ``[B,
   link ``head`` to ``tail`` (``k`` is clipped to the number of relations).
 * ``predict_tail_typed`` / ``predict_head_typed`` (exported with ``typed``): as
   ``predict_tail`` / ``predict_head``, among the entities seen in that slot of the relation in
-  training only (type-aware answers; fewer than ``k`` real answers come back with score
-  ``-inf`` when the slot is small).
+  training only (type-aware answers; a slot smaller than ``k`` pads the rest with empty
+  names and score ``-inf``).
 
 Unknown names, the same in every signature: a row with a name outside the vocabulary gets
 ``found = False``, score(s) NaN and empty names; the other rows are answered normally.
@@ -341,6 +341,8 @@ class TripleScorerModule(tf.Module):
             scores = slots.keep_only(scores, tf.cast(relations, tf.int64))
         best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_entities))
         names = self.entity_names.lookup(tf.cast(ids, tf.int64))
+        if slots is not None:  # a slot smaller than k: the rest are no answers, not entities
+            names = tf.where(tf.math.is_inf(best), "", names)
         return tf.where(found[:, None], names, ""), tf.where(found[:, None], best, np.nan)
 
 

@@ -49,6 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jobi_tf.atomic import write_text_atomic
 from jobi_tf.config import SECTIONS, VARIANTS, RunConfig, variant_name
 from jobi_tf.errors import ConfigError, GridSpecError
 from jobi_tf.runs import RunFolder
@@ -288,7 +289,7 @@ def _successive_halving(spec, cells, out: Path, train_cell, log) -> None:
                     folder.metrics.unlink()  # finished the last rung: continue the same run
                 config = dataclasses.replace(cell.config, train=dataclasses.replace(cell.config.train, epochs=budget))
                 train_cell(config, folder.path)
-                folder.rung(budget).write_text(folder.metrics.read_text(encoding="utf-8"), encoding="utf-8")
+                write_text_atomic(folder.rung(budget), folder.metrics.read_text(encoding="utf-8"))
             if level + 1 < len(rungs):
                 groups[key] = _best_of_rung(members, out, budget, spec.select, spec.search.eta)
                 log(f"rung {level + 1} kept {', '.join(c.name for c in groups[key])}")

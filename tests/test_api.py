@@ -155,9 +155,14 @@ def test_bad_in_memory_triples_are_one_line_errors(triples, message):
     assert "\n" not in str(info.value)
 
 
-def test_errors_name_the_config_field_not_the_flag(data, tmp_path):
+def test_errors_name_the_config_field_not_the_flag(data, tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"^batch_size: must be an integer >= 1\. Received: 0$"):
         jobi_tf.train(data, batch_size=0, run_dir=tmp_path / "a")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.raises(ConfigError, match="^neg: "):
+        jobi_tf.train(data, neg=0)  # no run_dir: no temporary folder is left behind either
+    assert list((tmp_path / "tmp").iterdir()) == []
     with pytest.raises(ConfigError, match=r"^epoch: is not a setting of train\(\); known: .*epochs"):
         jobi_tf.train(data, epoch=3, run_dir=tmp_path / "b")
     with pytest.raises(JobiError, match="neither a known dataset"):

@@ -378,6 +378,7 @@ def test_typed_signatures_rank_only_the_slot_entities(model, reciprocal, random_
         expected = np.argsort(-scores, kind="stable")[: min(4, len(tails))]
         np.testing.assert_array_equal(_text(out["tails"][0, : len(expected)]), source.entities.decode(expected))
         assert np.isneginf(out["scores"][0, len(expected) :]).all()  # a small slot: the rest are no answers
+        assert (out["tails"][0, len(expected) :] == b"").all()
         out = _call(
             typed, "predict_head_typed", relation=source.relations.decode([r]), tail=source.entities.decode([t]), k=4
         )
