@@ -1,4 +1,4 @@
-"""Time per epoch of 1-vs-all training on FB15k-237 (kbc's recipe shape), against the matmul limit.
+"""Time per epoch of 1-vs-all (and k-vs-all) training on FB15k-237 (kbc's recipe shape), against the matmul limit.
 
 Steps:
 1. Load FB15k-237 as ``jobi-tf train --dataset fb15k-237`` does.
@@ -12,6 +12,8 @@ Steps:
 4. FLOPs per step: each positive scores every entity as tail and (inverse) head for every
    head in use: ``2 directions x heads x batch x entities x width x 2``; the backward pass
    takes twice that. The ratio to step 2's rate is the share of the matmul limit reached.
+   With ``--losses k-vs-all`` a batch holds distinct queries, one direction each (so half
+   the FLOPs per step), and an epoch is ``queries / batch`` steps.
 5. One JSON line (CPU user/system seconds of each ``fit``; exit 1 if the kernel share > 10%).
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/one_vs_all_speed.py --dims 200 500 1000
@@ -38,7 +40,13 @@ from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
 from jobi_tf.loading import load_index  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import make_optimizer  # noqa: E402
-from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
+from jobi_tf.sampling import (  # noqa: E402
+    TrainingQueries,
+    make_query_dataset,
+    make_train_dataset,
+    query_steps_per_epoch,
+    steps_per_epoch,
+)
 
 
 def matmul_gflops(batch: int, width: int, entities: int, repeats: int = 5) -> float:
@@ -55,7 +63,7 @@ def matmul_gflops(batch: int, width: int, entities: int, repeats: int = 5) -> fl
     return 2 * batch * width * entities / statistics.median(times) / 1e9
 
 
-def one(index, dim: int, joint: bool, args: argparse.Namespace) -> dict:
+def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "full-softmax") -> dict:
     keras.utils.set_random_seed(0)
     model = JoBiModel(
         index.num_entities,
@@ -63,13 +71,19 @@ def one(index, dim: int, joint: bool, args: argparse.Namespace) -> dict:
         model="complex",
         dim=dim,
         joint=joint,
-        loss="full-softmax",
+        loss=loss,
         reciprocal=True,
         regularization=0.05,
         regularizer="n3",
     )
     model.compile(optimizer=make_optimizer("adagrad", 0.1), jit_compile=True)
-    dataset = make_train_dataset(index, SamplerConfig(batch_size=args.batch_size), full_softmax=True, joint=joint)
+    sampler = SamplerConfig(batch_size=args.batch_size)
+    if loss == "k-vs-all":
+        dataset = make_query_dataset(index, sampler, joint=joint)
+        epoch_steps = query_steps_per_epoch(TrainingQueries.from_index(index), args.batch_size)
+    else:
+        dataset = make_train_dataset(index, sampler, full_softmax=True, joint=joint)
+        epoch_steps = steps_per_epoch(index, args.batch_size)
     clock = BatchClock()
     with Usage() as used:
         total = args.warmup + args.steps
@@ -78,13 +92,16 @@ def one(index, dim: int, joint: bool, args: argparse.Namespace) -> dict:
     steps = [b - a for a, b in zip(ends[:-1], ends[1:], strict=True)]
     step = statistics.median(steps)
     heads = 2 if joint else 1
-    flops = 3 * 2 * heads * args.batch_size * index.num_entities * (2 * dim) * 2
+    directions = 1 if loss == "k-vs-all" else 2
+    flops = 3 * directions * heads * args.batch_size * index.num_entities * (2 * dim) * 2
     return {
+        "loss": loss,
         "rank": dim,
         "joint": joint,
         "median_step_ms": round(1000 * step, 1),
-        "seconds_per_epoch": round(step * steps_per_epoch(index, args.batch_size), 1),
-        "positives_per_s": round(args.batch_size / step),
+        "steps_per_epoch": epoch_steps,
+        "seconds_per_epoch": round(step * epoch_steps, 1),
+        "examples_per_s": round(args.batch_size / step),
         "gflops": round(flops / step / 1e9, 1),
         "cpu": used.record(),
         "_usage": used,
@@ -98,29 +115,32 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--losses", nargs="+", default=["full-softmax"], choices=["full-softmax", "k-vs-all"])
     args = parser.parse_args()
     folder = str(data_dir("fb15k-237", args.data_dir))
     _, _, index = load_index(DataConfig(dataset="fb15k-237", data_dir=folder))
     results = []
     for dim in args.dims:
         peak = matmul_gflops(args.batch_size, 2 * dim, index.num_entities)
-        for joint in (False, True):
-            result = one(index, dim, joint, args)
-            result["matmul_gflops_same_shape"] = round(peak, 1)
-            result["share_of_matmul_limit"] = round(result["gflops"] / peak, 2)
-            results.append(result)
-    usages = {f"rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}": r.pop("_usage") for r in results}
+        for loss in args.losses:
+            for joint in (False, True):
+                result = one(index, dim, joint, args, loss)
+                result["matmul_gflops_same_shape"] = round(peak, 1)
+                result["share_of_matmul_limit"] = round(result["gflops"] / peak, 2)
+                results.append(result)
+    usages = {f"{r['loss']} rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}": r.pop("_usage") for r in results}
     emit(
         {
             "bench": "one_vs_all_speed",
-            "metric": "seconds per FB15k-237 epoch of 1-vs-all training (median step x steps per epoch)",
+            "metric": "seconds per FB15k-237 epoch of 1-vs-all / k-vs-all training (median step x steps per epoch)",
             "results": results,
             "config": {
                 "model": "complex, reciprocal, n3 0.05, adagrad lr 0.1",
                 "batch_size": args.batch_size,
                 "steps": args.steps,
                 "warmup": args.warmup,
-                "steps_per_epoch": steps_per_epoch(index, args.batch_size),
+                "training_triples": len(index.train),
+                "distinct_queries": len(TrainingQueries.from_index(index)),
             },
             "peak_rss_gib": round(peak_rss_gib(), 2),
             "kernel_check": kernel_check(usages),

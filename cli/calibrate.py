@@ -7,6 +7,7 @@ import json
 import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 
+from jobi_tf.calibration import METHODS
 from jobi_tf.runs import RunFolder
 
 __all__ = ["calibrate"]
@@ -23,10 +24,18 @@ __all__ = ["calibrate"]
     help="Relations with fewer validation triples use the parameters fitted on all relations.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the corruptions.")
+@click.option(
+    "--method",
+    type=click.Choice(METHODS),
+    default="platt",
+    show_default=True,
+    help="platt: sigmoid(a * score + b) per relation; isotonic: a non-decreasing piecewise-linear map "
+    "(no assumed shape, needs more validation triples per relation).",
+)
 @click.pass_context
 @reports_errors
-def calibrate(ctx: click.Context, run_dir: str, negatives: int, min_positives: int, seed: int) -> None:
-    """Fit Platt scaling per relation on RUN_DIR's validation triples; write RUN_DIR/calibration.json.
+def calibrate(ctx: click.Context, run_dir: str, negatives: int, min_positives: int, seed: int, method: str) -> None:
+    """Fit per-relation probabilities on RUN_DIR's validation triples; write RUN_DIR/calibration.json.
 
     Prints Brier score, expected calibration error and triple-classification accuracy on test,
     before and after, as JSON. `jobi-tf export` then adds probabilities to the signatures.
@@ -38,13 +47,14 @@ def calibrate(ctx: click.Context, run_dir: str, negatives: int, min_positives: i
     with progress_to_stderr():
         run = load_run(run_dir)
         calibration = fit_calibration(
-            run.model, run.data.index, negatives=negatives, min_positives=min_positives, seed=seed
+            run.model, run.data.index, negatives=negatives, min_positives=min_positives, seed=seed, method=method
         )
         calibration.save(RunFolder(run_dir).calibration)
         metrics = evaluate_calibration(run.model, run.data.index, calibration, seed=seed)
     summary = {
         "calibration": str(RunFolder(run_dir).calibration),
-        "rows": len(calibration.a),
+        "method": calibration.method,
+        "rows": calibration.rows,
         "fallback_rows": int(calibration.fallback.sum()),
         "test": metrics,
     }

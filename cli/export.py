@@ -40,6 +40,13 @@ __all__ = ["export"]
     is_flag=True,
     help="Add predict_tail_typed/predict_head_typed: top-k among the entities seen in that slot of the relation.",
 )
+@click.option(
+    "--pair-head",
+    is_flag=True,
+    help="With --typed, for a --joint run: also export the pair head's relation table and "
+    "predict_tail_soft_typed/predict_head_soft_typed, which also admit the entities the pair head places "
+    "in the slot (input min_pair_probability).",
+)
 @click.pass_context
 @reports_errors
 def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
@@ -51,7 +58,7 @@ def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
 
     Example: jobi-tf export runs/fb15k-237-complex-jobi-p0.3-seed0 --out exports/jobi
     """
-    cfg = ExportConfig(**flags)  # --version, --force, --filter-known, --typed
+    cfg = ExportConfig(**flags)  # --version, --force, --filter-known, --typed, --pair-head
     start_tensorflow()
     from jobi_tf.export import export_run  # imports TensorFlow
 
@@ -66,5 +73,6 @@ def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
         "checkpoint_bytes": checkpoint.stat().st_size if checkpoint.exists() else None,
         "filter_known": cfg.filter_known,
         "typed": cfg.typed,
+        "pair_head": cfg.pair_head,
     }
     click.echo(json.dumps(summary))

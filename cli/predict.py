@@ -38,7 +38,7 @@ def _table(answer) -> str:
     if answer.signature == "score":
         return f"{shown}\tscore {answer.scores[0]:.7g}" + ("" if probs is None else f"\tprobability {probs[0]:.4f}")
     slot = {"predict_tail": "tail", "predict_head": "head", "predict_relation": "relation"}[
-        answer.signature.removesuffix("_typed")
+        answer.signature.removesuffix("_typed").removesuffix("_soft")
     ]
     width = max([len(slot)] + [len(name) for name in answer.entities])
     head = f"{'rank':>4}  {slot:<{width}}  score" + ("" if probs is None else "       probability")
@@ -86,6 +86,14 @@ def _table(answer) -> str:
     is_flag=True,
     help="Tails/heads among the entities seen in that slot of the relation (an export made with --typed).",
 )
+@click.option(
+    "--min-pair-probability",
+    type=click.FloatRange(0, 1),
+    default=None,
+    metavar="P",
+    help="Like --typed, and also the entities the pair head places in the slot with probability >= P "
+    "(an export of a --joint run made with --typed --pair-head).",
+)
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per server request.")
 @click.pass_context
 @reports_errors
@@ -109,7 +117,15 @@ def predict(ctx: click.Context, **flags) -> None:
     predictor = _predictor(
         flags["model"], flags["server"], flags["model_name"], flags["model_version"], flags["timeout"]
     )
-    answer = ask(predictor, flags["head"], flags["relation"], flags["tail"], flags["k"], typed=flags["typed"])
+    answer = ask(
+        predictor,
+        flags["head"],
+        flags["relation"],
+        flags["tail"],
+        flags["k"],
+        typed=flags["typed"],
+        min_pair_probability=flags["min_pair_probability"],
+    )
     if not answer.found:
         q = answer.query
         names = ", ".join(f"{slot}={q[slot]!r}" for slot in ("head", "relation", "tail") if q[slot] is not None)

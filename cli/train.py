@@ -52,6 +52,6 @@ def train(ctx: click.Context, **flags) -> None:
         "valid": {k: result.metrics["valid"][k] for k in RANK_METRICS},
         "epochs": result.metrics["epochs"],
         "train_seconds": result.metrics["train_seconds"],
-        **{k: result.metrics[k] for k in ("final_weights_sha256",) if k in result.metrics},
+        **{k: result.metrics[k] for k in ("warm_start", "final_weights_sha256") if k in result.metrics},
     }
     click.echo(json.dumps(summary))

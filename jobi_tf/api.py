@@ -256,6 +256,7 @@ class Run:
         self._entities, self._relations = folder.read_vocabs()
         self._data = data
         self._scorers: dict[bool, Any] = {}
+        self._evaluators: dict[Any, Any] = {}  # one per eval config: each compiles its own ranking step
 
     def __repr__(self) -> str:
         mrr = (self.metrics or {}).get("test", {}).get("mrr")
@@ -299,11 +300,9 @@ class Run:
         """Filtered MRR and Hits@1/3/10 (both directions, per direction, per relation) of a
         split (``"valid"``, ``"test"``) or of ``(head, relation, tail)`` name triples,
         filtered against every known fact of the run's data (the paper's protocol)."""
-        from jobi_tf.evaluation import FilteredEvaluator
-
         with _python_errors():
             cfg = self.config.eval if rank_type is None else dataclasses.replace(self.config.eval, rank_type=rank_type)
-        evaluator = FilteredEvaluator(self.data.index, cfg, relation_labels=self._relations.labels)
+        evaluator = self._evaluator(cfg)
         if isinstance(split_or_triples, str):
             return evaluator.evaluate(self.model, split_or_triples)
         ids = self._encode_triples(split_or_triples)
@@ -312,10 +311,14 @@ class Run:
     def evaluate_relations(self, split: str = "test") -> dict:
         """Filtered MRR and Hits@1/3/10 of relation prediction: the true relation of each
         ``(h, ?, t)`` of a split ranked among all relations, other known ones removed."""
+        return self._evaluator(self.config.eval).relation_metrics(self.model, split)
+
+    def _evaluator(self, cfg):
         from jobi_tf.evaluation import FilteredEvaluator
 
-        evaluator = FilteredEvaluator(self.data.index, self.config.eval, relation_labels=self._relations.labels)
-        return evaluator.relation_metrics(self.model, split)
+        if cfg not in self._evaluators:
+            self._evaluators[cfg] = FilteredEvaluator(self.data.index, cfg, relation_labels=self._relations.labels)
+        return self._evaluators[cfg]
 
     def _encode_triples(self, triples: Sequence[Sequence[str]]) -> np.ndarray:
         rows = np.asarray(triples, dtype=str)

@@ -1,7 +1,10 @@
-"""Scores into probabilities: per-relation Platt scaling fitted on validation triples.
+"""Scores into probabilities: per-relation Platt scaling (or isotonic regression) fitted on validation triples.
 
 A link predictor's score ranks candidates; it is not a probability (two relations' scores
-live on different scales). `fit_calibration` fits, for every relation, ``p = σ(a·s + b)`` on
+live on different scales). `fit_calibration` fits, for every relation, ``p = σ(a·s + b)``
+(``method="platt"``) or a non-decreasing piecewise-linear map (``method="isotonic"``: pool
+adjacent violators, then linear interpolation between the pooled blocks, as scikit-learn's
+``IsotonicRegression``; it needs no sigmoid shape but more data per relation) on
 the validation positives against corrupted negatives (head or tail replaced by a random entity,
 never a known fact), weighting the negatives so that both classes count equally whatever
 their number (the correction for the negative-to-positive ratio). A relation with fewer than
@@ -29,7 +32,24 @@ from jobi_tf.data.index import KGIndex
 from jobi_tf.data.keys import pack, sorted_contains
 from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
 
-__all__ = ["Calibration", "fit_platt", "corrupt", "fit_calibration", "evaluate_calibration", "brier", "ece"]
+__all__ = [
+    "Calibration",
+    "METHODS",
+    "fit_platt",
+    "fit_isotonic",
+    "corrupt",
+    "fit_calibration",
+    "evaluate_calibration",
+    "brier",
+    "ece",
+]
+
+#: The calibration maps `fit_calibration` can fit.
+METHODS = ("platt", "isotonic")
+
+#: Isotonic probabilities are kept inside [EPS, 1 - EPS]: a block of all-negative
+#: validation scores must not make a later test positive impossible.
+ISOTONIC_EPS = 1e-3
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -54,29 +74,89 @@ def fit_platt(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None
     return float(theta[0]), float(theta[1])
 
 
+def fit_isotonic(
+    scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(knots, values)``: the weighted isotonic fit of ``labels`` on ``scores`` (pool adjacent
+    violators), one knot per pooled block at its weighted mean score; values in [EPS, 1 - EPS]."""
+    order = np.argsort(scores, kind="stable")
+    s = np.asarray(scores, np.float64)[order]
+    y = np.asarray(labels, np.float64)[order]
+    w = (np.ones_like(s) if weights is None else np.asarray(weights, np.float64))[order]
+    # Blocks as parallel stacks: summed weight, weighted label sum, weighted score sum.
+    bw, by, bs = [], [], []
+    for wi, yi, si in zip(w, y, s, strict=True):
+        bw.append(wi)
+        by.append(wi * yi)
+        bs.append(wi * si)
+        while len(bw) > 1 and by[-2] * bw[-1] >= by[-1] * bw[-2]:  # mean(prev) >= mean(last): pool
+            wl, yl, sl = bw.pop(), by.pop(), bs.pop()
+            bw[-1] += wl
+            by[-1] += yl
+            bs[-1] += sl
+    weight = np.array(bw)
+    knots, values = np.array(bs) / weight, np.array(by) / weight
+    return knots, np.clip(values, ISOTONIC_EPS, 1 - ISOTONIC_EPS)
+
+
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """Per-row Platt parameters: row ``r`` (forward relation) and, for a reciprocal model,
-    row ``r + R`` (its inverse, for head queries). ``fallback``: rows fitted on all relations."""
+    """Per-row maps from score to probability: row ``r`` (forward relation) and, for a
+    reciprocal model, row ``r + R`` (its inverse, for head queries). ``fallback``: rows
+    fitted on all relations.
 
-    a: np.ndarray
-    b: np.ndarray
+    ``platt``: ``σ(a[r]·s + b[r])``. ``isotonic``: linear interpolation between
+    ``(knots[r, i], values[r, i])``, constant beyond the ends; rows with fewer knots than
+    the widest repeat their last knot, so the tables are rectangular (as the export holds them).
+    """
+
+    a: np.ndarray | None
+    b: np.ndarray | None
     fallback: np.ndarray
     method: str = "platt"
+    knots: np.ndarray | None = None
+    values: np.ndarray | None = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.fallback)
 
     def probability(self, scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return _sigmoid(self.a[rows] * np.asarray(scores, np.float64) + self.b[rows])
+        scores, rows = np.asarray(scores, np.float64), np.asarray(rows)
+        if self.method == "platt":
+            return _sigmoid(self.a[rows] * scores + self.b[rows])
+        out = np.empty(np.broadcast(scores, rows).shape)
+        scores, rows = np.broadcast_to(scores, out.shape), np.broadcast_to(rows, out.shape)
+        for row in np.unique(rows):
+            mine = rows == row
+            out[mine] = np.interp(scores[mine], self.knots[row], self.values[row])
+        return out
 
     def save(self, path: str | Path) -> None:
-        write_json_atomic(
-            path,
-            {"method": self.method, "a": self.a.tolist(), "b": self.b.tolist(), "fallback": self.fallback.tolist()},
-        )
+        body: dict = {"method": self.method, "fallback": self.fallback.tolist()}
+        if self.method == "platt":
+            body |= {"a": self.a.tolist(), "b": self.b.tolist()}
+        else:
+            body |= {"knots": self.knots.tolist(), "values": self.values.tolist()}
+        write_json_atomic(path, body)
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
         d = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(np.array(d["a"]), np.array(d["b"]), np.array(d["fallback"], bool), d.get("method", "platt"))
+        fallback = np.array(d["fallback"], bool)
+        if d.get("method", "platt") == "platt":
+            return cls(np.array(d["a"]), np.array(d["b"]), fallback)
+        return cls(None, None, fallback, "isotonic", np.array(d["knots"]), np.array(d["values"]))
+
+
+def _rectangular(fits: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row knots and values padded to one width by repeating each row's last knot (at least 2)."""
+    width = max(2, max(len(k) for k, _ in fits))
+
+    def pad(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([x, np.full(width - len(x), x[-1])])
+
+    return np.stack([pad(k) for k, _ in fits]), np.stack([pad(v) for _, v in fits])
 
 
 def corrupt(
@@ -133,9 +213,11 @@ def _scores(model, triples: np.ndarray, tail_side: np.ndarray) -> tuple[np.ndarr
 
 
 def fit_calibration(
-    model, index: KGIndex, *, negatives: int = 5, min_positives: int = 20, seed: int = 0
+    model, index: KGIndex, *, negatives: int = 5, min_positives: int = 20, seed: int = 0, method: str = "platt"
 ) -> Calibration:
-    """Per-row Platt scaling on validation positives and ``negatives`` corruptions each."""
+    """Per-row Platt scaling (or isotonic regression) on validation positives and ``negatives`` corruptions each."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
     rng = np.random.default_rng(seed)
     valid = index.valid.astype(np.int64)
     rows_total = index.num_relations * (2 if getattr(model, "reciprocal", False) else 1)
@@ -145,6 +227,14 @@ def fit_calibration(
         neg, tail = corrupt(valid, index, rng)
         parts.append((*_scores(model, neg, tail), np.zeros(len(neg)), np.full(len(neg), 1 / negatives)))
     scores, rows, labels, weights = (np.concatenate(x) for x in zip(*parts, strict=True))
+    own = [np.sum(labels[rows == row]) >= min_positives for row in range(rows_total)]
+    if method == "isotonic":
+        everything = fit_isotonic(scores, labels, weights)
+        fits = [
+            fit_isotonic(scores[rows == row], labels[rows == row], weights[rows == row]) if own[row] else everything
+            for row in range(rows_total)
+        ]
+        return Calibration(None, None, ~np.array(own, bool), "isotonic", *_rectangular(fits))
     a_all, b_all = fit_platt(scores, labels, weights)
     a, b = np.full(rows_total, a_all), np.full(rows_total, b_all)
     fallback = np.ones(rows_total, bool)
@@ -198,7 +288,7 @@ def evaluate_calibration(model, index: KGIndex, calibration: Calibration, *, see
     """Brier/ECE before and after on test (positives and one corruption each), and triple
     classification accuracy with per-relation thresholds from validation, uniform and typed."""
     rng = np.random.default_rng(seed + 1)
-    rows_total = len(calibration.a)
+    rows_total = calibration.rows
     out: dict = {}
     for kind, typed in (("uniform", False), ("typed", True)):
         sets = {}

@@ -30,12 +30,12 @@ __all__ = [
 ]
 
 MODELS = ("distmult", "complex", "simple")
-LOSSES = ("sampled-softmax", "full-softmax")
+LOSSES = ("sampled-softmax", "full-softmax", "k-vs-all")
 OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad")  # see jobi_tf.optimizers
 #: ``--optimizer auto`` trains lazy Adam from this many entity rows on (dense Adam below).
 LAZY_MIN_ROWS = 100_000
 RANK_TYPES = ("optimistic", "realistic", "pessimistic")
-RESTRICTS = ("none", "slots")
+RESTRICTS = ("none", "slots", "soft-slots")
 CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
 INITS = ("table-glorot", "row-glorot")
@@ -216,8 +216,10 @@ class TrainConfig:
 
     Attributes:
         loss: ``sampled-softmax`` (NLL of a softmax over the positive and its negatives) or
-            ``full-softmax`` (1-vs-all over every entity, paper appendix D).
-        label_smoothing: ε of the ``full-softmax`` targets: ``1 - ε`` on the true entity, ε
+            ``full-softmax`` (1-vs-all over every entity, paper appendix D) or ``k-vs-all``
+            (batches of distinct training queries, BCE of every entity against the query's
+            training answers: ConvE, LibKGE).
+        label_smoothing: ε of the ``full-softmax`` / ``k-vs-all`` targets: ``1 - ε`` on the true entity, ε
             spread over all (0 = none).
         relation_prediction: weight of the auxiliary relation-prediction loss, a softmax over
             the relations for ``(h, ?, t)`` (Chen et al., 2021; 0 = off).
@@ -238,15 +240,23 @@ class TrainConfig:
             ``hits@10`` (the paper's) or ``mrr``/``hits@1``/``hits@3``. On FB15k-237 Hits@10
             keeps creeping up for epochs after MRR and Hits@1 have peaked.
         jit_compile: compile the train step with XLA (explicit, never Keras's "auto").
+        init_from: a finished or stopped run folder whose weights (and optimizer state) start
+            this run, matched by entity and relation name (`jobi_tf.growth`): the graph
+            grew and only the new part needs training. None: fresh tables.
+        replay: with ``init_from``, the share of the source run's training triples each epoch
+            visits again (drawn anew every epoch) beside all the new ones; 1 = all of them.
     """
 
     loss: str = setting(
         "sampled-softmax",
-        "sampled-softmax: the positive against its sampled negatives; full-softmax: 1-vs-all over every entity.",
+        "sampled-softmax: the positive against its sampled negatives; full-softmax: 1-vs-all over every entity; "
+        "k-vs-all: each distinct training query, BCE of every entity against its known answers.",
         choices=LOSSES,
     )
     label_smoothing: float = setting(
-        0.0, "With --loss full-softmax: put 1-EPS on the true entity and spread EPS over all of them.", metavar="EPS"
+        0.0,
+        "With --loss full-softmax or k-vs-all: put 1-EPS on the true entities and spread EPS over all of them.",
+        metavar="EPS",
     )
     relation_prediction: float = setting(
         0.0,
@@ -276,13 +286,27 @@ class TrainConfig:
         "hits@10", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
     )
     jit_compile: bool = setting(True, "Compile the train step with XLA.", flag="jit")
+    init_from: str | None = setting(
+        None,
+        "Start from this run's weights and optimizer state (matched by name; new entities and relations get "
+        "fresh rows) and train on the triples it did not see, plus a --replay share of the ones it did.",
+        metavar="RUN",
+        path=True,
+    )
+    replay: float = setting(
+        0.2, "With --init-from: share of the source run's training triples revisited each epoch.", metavar="SHARE"
+    )
 
     def __post_init__(self) -> None:
         _choice("loss", self.loss, LOSSES)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
-        if self.label_smoothing and self.loss != "full-softmax":
-            raise ConfigError("label_smoothing", "needs --loss full-softmax")
+        if self.label_smoothing and self.loss == "sampled-softmax":
+            raise ConfigError("label_smoothing", "needs --loss full-softmax or k-vs-all")
+        if self.init_from is not None and self.loss == "k-vs-all":
+            raise ConfigError(
+                "init_from", "is not supported with --loss k-vs-all (its epochs are queries, not triples)"
+            )
         _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
         _positive_float("alpha", self.alpha, allow_zero=True)
         _positive_float("regularization", self.regularization, allow_zero=True)
@@ -293,6 +317,9 @@ class TrainConfig:
         _positive_int("eval_every", self.eval_every)
         _positive_int("patience", self.patience)
         _choice("monitor", self.monitor, MONITORS)
+        _probability("replay", self.replay)
+        if self.init_from is not None and not str(self.init_from).strip():
+            raise ConfigError("init_from", "must name a run folder. Received: ''")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -305,7 +332,10 @@ class EvalConfig:
             ``eval_batch_size * chunk_size`` floats.
         rank_type: how ties count; ``realistic`` is the mean of optimistic and pessimistic.
         restrict: ``slots`` ranks only the entities seen in the asked slot of the relation in
-            training (`jobi_tf.evaluation`); ``none`` ranks every entity (the standard protocol).
+            training (`jobi_tf.evaluation`); ``soft-slots`` also those the pair head places
+            in that slot with probability ``σ(pair score) >= pair_threshold`` (a joint model's
+            guess for entities new to the slot); ``none`` ranks every entity (the standard protocol).
+        pair_threshold: the pair-head probability from which ``soft-slots`` admits an entity.
     """
 
     eval_batch_size: int = setting(1000, "Queries per score block.")
@@ -316,8 +346,12 @@ class EvalConfig:
     restrict: str = setting(
         "none",
         "slots: rank only the entities seen in that slot of the relation in training (type-aware answers); "
-        "an answer never seen there counts as missed.",
+        "an answer never seen there counts as missed. soft-slots: also the entities a joint model's pair head "
+        "places in the slot.",
         choices=RESTRICTS,
+    )
+    pair_threshold: float = setting(
+        0.5, "With --restrict soft-slots: the pair-head probability from which an entity counts as fitting the slot."
     )
 
     def __post_init__(self) -> None:
@@ -325,6 +359,7 @@ class EvalConfig:
         _positive_int("chunk_size", self.chunk_size)
         _choice("rank_type", self.rank_type, RANK_TYPES)
         _choice("restrict", self.restrict, RESTRICTS)
+        _probability("pair_threshold", self.pair_threshold)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -368,8 +403,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         _positive_int("seed", self.seed, 0)
-        if self.train.loss == "full-softmax" and self.sampler.shared_negatives:
-            raise ConfigError("shared_negatives", "has no meaning with --loss full-softmax")
+        if self.train.loss != "sampled-softmax" and self.sampler.shared_negatives:
+            raise ConfigError("shared_negatives", f"has no meaning with --loss {self.train.loss}")
         if (
             self.model.reciprocal
             and self.train.loss == "sampled-softmax"
@@ -377,7 +412,7 @@ class RunConfig:
         ):
             # A softmax mixing head and tail corruptions would compare scores of two
             # different queries (forward and inverse relation) against one positive.
-            raise ConfigError("reciprocal", "needs --corrupt-side per-positive (or --loss full-softmax)")
+            raise ConfigError("reciprocal", "needs --corrupt-side per-positive (or --loss full-softmax / k-vs-all)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -443,13 +478,19 @@ class ExportConfig:
             split last (score ``-inf``), so the top-k holds only new facts.
         typed: add ``predict_tail_typed``/``predict_head_typed``: top-k among the entities
             seen in that slot of the relation in training (type-aware answers).
+        pair_head: with ``typed``, a joint run also exports its pair head's relation table
+            and ``predict_tail_soft_typed``/``predict_head_soft_typed``, which admit the
+            entities the pair head places in the slot (``min_pair_probability`` input).
     """
 
     version: int | None = None
     force: bool = False
     filter_known: bool = False
     typed: bool = False
+    pair_head: bool = False
 
     def __post_init__(self) -> None:
         if self.version is not None:
             _positive_int("version", self.version)
+        if self.pair_head and not self.typed:
+            raise ConfigError("pair_head", "needs --typed (it softens the typed answers)")

@@ -23,7 +23,9 @@ Type-aware ranking (``EvalConfig.restrict="slots"``) ranks only the entities see
 asked slot of the relation in training (a relation's training tails for a tail query, its
 heads for a head query), as a type-restricted answer list would: an answer never seen in
 that slot is not among the candidates, so its query counts as missed (rank = the number of
-entities).
+entities). ``restrict="soft-slots"`` (a joint model) also admits the entities the pair head
+places in the slot, ``σ(pair score) >= pair_threshold``: JoBi's own guess for answers new to
+their slot, which a strict restriction always misses.
 
 Relation prediction (`FilteredEvaluator.relation_metrics`) ranks the true relation of
 ``(h, ?, t)`` among every relation, the other relations known to link ``h`` to ``t`` removed,
@@ -134,7 +136,7 @@ class FilteredEvaluator:
         for is_tail, known, keys, targets in dirs:
             for start in range(0, len(triples), self.cfg.eval_batch_size):
                 sl = slice(start, start + self.cfg.eval_batch_size)
-                allowed = self._allowed(triples[sl], is_tail)
+                allowed = self._allowed(model, triples[sl], is_tail)
                 g, e, t = self._batch(model, triples[sl], is_tail, known, keys[sl], targets[sl], allowed)
                 greater.append(g)
                 equal.append(e)
@@ -151,10 +153,12 @@ class FilteredEvaluator:
             targets=np.concatenate([d[3] for d in dirs]).astype(np.int32),
         )
 
-    def _allowed(self, triples: np.ndarray, is_tail: bool) -> np.ndarray | None:
+    def _allowed(self, model, triples: np.ndarray, is_tail: bool) -> np.ndarray | None:
         """bool ``[B, E]``: the candidates type-aware ranking keeps for each query, or None."""
-        if self.cfg.restrict != "slots":
+        if self.cfg.restrict == "none":
             return None
+        if self.cfg.restrict == "soft-slots" and getattr(model, "pair_relations", None) is None:
+            raise ConfigError("restrict", "'soft-slots' needs a model with a pair head (trained with --joint)")
         if self._slots is None:
             e, r = self.index.num_entities, self.index.num_relations
             if 2 * r * e > SLOT_TABLE_MAX_BYTES:
@@ -167,7 +171,28 @@ class FilteredEvaluator:
             for offset, pools in ((0, self.index.train_tails), (r, self.index.train_heads)):
                 self._slots[offset + np.repeat(pools.keys, pools.sizes()), pools.values] = True
         rows = triples[:, RELATION] + (0 if is_tail else self.index.num_relations)
-        return self._slots[rows]
+        allowed = self._slots[rows]
+        if self.cfg.restrict == "soft-slots":
+            allowed = allowed | self._pair_fits(model, triples, is_tail)
+        return allowed
+
+    def _pair_fits(self, model, triples: np.ndarray, is_tail: bool) -> np.ndarray:
+        """bool ``[B, E]``: ``σ(pair score) >= pair_threshold`` for every entity in the asked slot."""
+        if is_tail:
+            q = model.pair_tail_queries(triples[:, HEAD], triples[:, RELATION])
+        else:
+            q = model.pair_head_queries(triples[:, RELATION], triples[:, TAIL])
+        with np.errstate(divide="ignore"):  # thresholds 0 and 1 give -inf and +inf: all or none
+            threshold = float(np.log(self.cfg.pair_threshold) - np.log1p(-self.cfg.pair_threshold))  # logit
+        table = model.entity_embeddings
+        n, chunk = self.index.num_entities, self.cfg.chunk_size
+        return np.concatenate(
+            [
+                model.scorer.score_candidates(q, table[lo : min(lo + chunk, n)]).numpy() >= threshold
+                for lo in range(0, n, chunk)
+            ],
+            axis=1,
+        )
 
     def _batch(
         self, model, triples, is_tail, known: CSR, keys, targets, allowed: np.ndarray | None = None

@@ -68,6 +68,7 @@ from jobi_tf.types import HEAD, RELATION, TAIL
 __all__ = [
     "SIGNATURES",
     "TYPED_SIGNATURES",
+    "SOFT_TYPED_SIGNATURES",
     "ExportResult",
     "TripleScorerModule",
     "scorer_module",
@@ -83,11 +84,14 @@ logger = logging.getLogger(__name__)
 SIGNATURES = ("score", "predict_tail", "predict_head", "predict_relation")
 #: Signatures of a ``typed`` export (`ExportConfig.typed`), besides `SIGNATURES`.
 TYPED_SIGNATURES = ("predict_tail_typed", "predict_head_typed")
+#: Signatures of a ``typed`` export with the pair head (`ExportConfig.pair_head`).
+SOFT_TYPED_SIGNATURES = ("predict_tail_soft_typed", "predict_head_soft_typed")
 #: Extra file TensorFlow Serving ignores: what was exported, from where, how.
 METADATA_FILE = "assets.extra/jobi_tf.json"
 
 _NAMES = tf.TensorSpec([None], tf.string)
 _K = tf.TensorSpec([], tf.int32)
+_PROBABILITY = tf.TensorSpec([], tf.float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,10 +157,9 @@ class _KnownFacts(tf.Module):
         minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
         return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
 
-    def keep_only(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
-        """``scores [B, E]`` with every entity *not* listed under each row's key set to ``-inf``."""
-        listed = self.mask(tf.zeros_like(scores), query_keys)  # -inf exactly at the listed cells
-        return tf.where(tf.math.is_inf(listed), scores, tf.constant(-np.inf, scores.dtype))
+    def listed(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
+        """bool, shaped like ``scores [B, E]``: the entities listed under each row's key."""
+        return tf.math.is_inf(self.mask(tf.zeros_like(scores), query_keys))  # -inf exactly at the listed cells
 
 
 class TripleScorerModule(tf.Module):
@@ -189,7 +192,8 @@ class TripleScorerModule(tf.Module):
         known_relations: CSR | None = None,
         reciprocal: bool = False,
         slots: tuple[CSR, CSR] | None = None,
-        calibration: tuple[np.ndarray, np.ndarray] | None = None,
+        calibration: Calibration | None = None,
+        pair_relations: np.ndarray | None = None,
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
@@ -205,11 +209,19 @@ class TripleScorerModule(tf.Module):
         self.known_tails = _KnownFacts(known_tails, "known_tails") if known_tails is not None else None
         self.known_heads = _KnownFacts(known_heads, "known_heads") if known_heads is not None else None
         self.known_relations = _KnownFacts(known_relations, "known_relations") if known_relations is not None else None
-        self.calibration = None
-        if calibration is not None:  # per calibration row: a, b of sigma(a * score + b)
-            self.calibration = tf.Variable(np.stack(calibration, 1).astype(np.float32), trainable=False, name="platt")
+        self.calibration = self.knots = self.values = None
+        if calibration is not None and calibration.method == "platt":  # per row: a, b of sigma(a * score + b)
+            ab = np.stack([calibration.a, calibration.b], 1).astype(np.float32)
+            self.calibration = tf.Variable(ab, trainable=False, name="platt")
+        elif calibration is not None:  # per row: a piecewise-linear map, knots -> values
+            self.knots = tf.Variable(calibration.knots.astype(np.float32), trainable=False, name="isotonic_knots")
+            self.values = tf.Variable(calibration.values.astype(np.float32), trainable=False, name="isotonic_values")
         self.slot_tails = _KnownFacts(slots[0], "slot_tails") if slots is not None else None
         self.slot_heads = _KnownFacts(slots[1], "slot_heads") if slots is not None else None
+        # The pair head's relation table (soft typed answers only): it scores whether an entity fits a slot.
+        self.pair_relations = (
+            tf.Variable(pair_relations, trainable=False, name="pair_relations") if pair_relations is not None else None
+        )
 
     @staticmethod
     def _same_length(**names: tf.Tensor) -> list[tf.Tensor]:
@@ -241,32 +253,43 @@ class TripleScorerModule(tf.Module):
         # The same expression as JoBiModel.score_triples.
         scores = self._scorer.score(tf.gather(entities, h), tf.gather(relations, r), tf.gather(entities, t))
         out = {"score": tf.where(found, scores, np.nan), "found": found}
-        if self.calibration is not None:
+        if self.calibrated:
             out["probability"] = tf.where(found, self._probability(scores, r), np.nan)
         return out
 
+    @property
+    def calibrated(self) -> bool:
+        return self.calibration is not None or self.knots is not None
+
     def _probability(self, scores: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
-        """``σ(a · score + b)`` with the calibration row of each query (``rows`` ``[B]``)."""
-        ab = tf.gather(_read(self.calibration), rows)  # [B, 2]
-        if scores.shape.rank == 2:
-            return tf.sigmoid(ab[:, :1] * scores + ab[:, 1:])
-        return tf.sigmoid(ab[:, 0] * scores + ab[:, 1])
+        """Probabilities of ``scores`` (``[B]`` or ``[B, k]``), each query with its calibration row (``rows [B]``)."""
+        columns = scores if scores.shape.rank == 2 else scores[:, None]
+        if self.calibration is not None:
+            ab = tf.gather(_read(self.calibration), rows)  # [B, 2]
+            p = tf.sigmoid(ab[:, :1] * columns + ab[:, 1:])
+        else:
+            p = _interpolate(tf.gather(_read(self.knots), rows), tf.gather(_read(self.values), rows), columns)
+        return p if scores.shape.rank == 2 else p[:, 0]
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_tail(self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         """Top-k tails of each (head, relation) row."""
         return self._predict_tail(head, relation, k, None)
 
-    def _predict_tail(self, head, relation, k, slots: _KnownFacts | None) -> dict[str, tf.Tensor]:
+    def _predict_tail(self, head, relation, k, slots: _KnownFacts | None, min_pair=None) -> dict[str, tf.Tensor]:
         head, relation = self._same_length(head=head, relation=relation)
         h, r = self.entity_ids.lookup(head), self.relation_ids.lookup(relation)
         found = (h >= 0) & (r >= 0)
         h, r = self._safe(found, h), self._safe(found, r)
         entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
         query = self._scorer.tail_query(tf.gather(entities, h), tf.gather(relations, r))
-        names, scores = self._top_k(entities, query, h * self.num_relations + r, self.known_tails, found, k, slots, r)
+        soft = None
+        if min_pair is not None and self.pair_relations is not None:  # the pair head's query for the same slot
+            soft = (self._scorer.tail_query(tf.gather(entities, h), tf.gather(_read(self.pair_relations), r)), min_pair)
+        keys = h * self.num_relations + r
+        names, scores = self._top_k(entities, query, keys, self.known_tails, found, k, slots, r, soft)
         out = {"tails": names, "scores": scores, "found": found}
-        if self.calibration is not None:
+        if self.calibrated:
             out["probabilities"] = self._probability(scores, r)
         return out
 
@@ -274,6 +297,22 @@ class TripleScorerModule(tf.Module):
     def predict_tail_typed(self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         """Top-k tails of each (head, relation) row among the relation's training tails."""
         return self._predict_tail(head, relation, k, self.slot_tails)
+
+    @tf.function(input_signature=[_NAMES, _NAMES, _K, _PROBABILITY], autograph=False)
+    def predict_tail_soft_typed(
+        self, head: tf.Tensor, relation: tf.Tensor, k: tf.Tensor, min_pair_probability: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
+        """Top-k tails among the relation's training tails and the entities the pair head
+        places in that slot with probability >= ``min_pair_probability``."""
+        return self._predict_tail(head, relation, k, self.slot_tails, min_pair_probability)
+
+    @tf.function(input_signature=[_NAMES, _NAMES, _K, _PROBABILITY], autograph=False)
+    def predict_head_soft_typed(
+        self, relation: tf.Tensor, tail: tf.Tensor, k: tf.Tensor, min_pair_probability: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
+        """Top-k heads among the relation's training heads and the entities the pair head
+        places in that slot with probability >= ``min_pair_probability``."""
+        return self._predict_head(relation, tail, k, self.slot_heads, min_pair_probability)
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_head_typed(self, relation: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -285,21 +324,28 @@ class TripleScorerModule(tf.Module):
         """Top-k heads of each (relation, tail) row."""
         return self._predict_head(relation, tail, k, None)
 
-    def _predict_head(self, relation, tail, k, slots: _KnownFacts | None) -> dict[str, tf.Tensor]:
+    def _predict_head(self, relation, tail, k, slots: _KnownFacts | None, min_pair=None) -> dict[str, tf.Tensor]:
         relation, tail = self._same_length(relation=relation, tail=tail)
         r, t = self.relation_ids.lookup(relation), self.entity_ids.lookup(tail)
         found = (r >= 0) & (t >= 0)
         r, t = self._safe(found, r), self._safe(found, t)
-        entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
-        if self._reciprocal:  # the same expressions as JoBiModel.head_queries
-            query = self._scorer.tail_query(tf.gather(entities, t), tf.gather(relations, r + self.num_relations))
-        else:
-            query = self._scorer.head_query(tf.gather(relations, r), tf.gather(entities, t))
-        names, scores = self._top_k(entities, query, t * self.num_relations + r, self.known_heads, found, k, slots, r)
+        entities = _read(self.entity_embeddings)
+        query = self._head_query(entities, _read(self.triple_relations), r, t)
+        soft = None
+        if min_pair is not None and self.pair_relations is not None:  # (traced, not exported, without it)
+            soft = (self._head_query(entities, _read(self.pair_relations), r, t), min_pair)
+        keys = t * self.num_relations + r
+        names, scores = self._top_k(entities, query, keys, self.known_heads, found, k, slots, r, soft)
         out = {"heads": names, "scores": scores, "found": found}
-        if self.calibration is not None:  # a reciprocal model's head scores have the inverse row's scale
+        if self.calibrated:  # a reciprocal model's head scores have the inverse row's scale
             out["probabilities"] = self._probability(scores, r + self.num_relations if self._reciprocal else r)
         return out
+
+    def _head_query(self, entities: tf.Tensor, relations: tf.Tensor, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
+        """The same expressions as JoBiModel.head_queries, for either head's relation table."""
+        if self._reciprocal:
+            return self._scorer.tail_query(tf.gather(entities, t), tf.gather(relations, r + self.num_relations))
+        return self._scorer.head_query(tf.gather(relations, r), tf.gather(entities, t))
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_relation(self, head: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -331,14 +377,20 @@ class TripleScorerModule(tf.Module):
         k: tf.Tensor,
         slots: _KnownFacts | None = None,
         relations: tf.Tensor | None = None,
+        soft: tuple[tf.Tensor, tf.Tensor] | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """Names ``[B, k]`` and scores ``[B, k]`` of the best entities for ``query [B, W]``
-        (among each row's relation's slot entities when ``slots`` is given)."""
+        (among each row's relation's slot entities when ``slots`` is given, and also those
+        whose pair-head probability reaches ``p`` when ``soft = (pair_query, p)``)."""
         scores = self._scorer.score_candidates(query, entities)  # [B, E]
         if known is not None:
             scores = known.mask(scores, keys)
         if slots is not None:
-            scores = slots.keep_only(scores, tf.cast(relations, tf.int64))
+            allowed = slots.listed(scores, tf.cast(relations, tf.int64))
+            if soft is not None:
+                pair_query, min_probability = soft
+                allowed |= tf.sigmoid(self._scorer.score_candidates(pair_query, entities)) >= min_probability
+            scores = tf.where(allowed, scores, tf.constant(-np.inf, scores.dtype))
         best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_entities))
         names = self.entity_names.lookup(tf.cast(ids, tf.int64))
         if slots is not None:  # a slot smaller than k: the rest are no answers, not entities
@@ -364,6 +416,18 @@ def known_facts(train: np.ndarray, num_relations: int, num_entities: int) -> tup
     return tails, heads, relations
 
 
+def _interpolate(knots: tf.Tensor, values: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """Row-wise ``np.interp(x[i], knots[i], values[i])`` (``[B, K]``, ``[B, K]``, ``[B, k]``):
+    linear between knots, constant beyond the ends; repeated knots (padding) are skipped."""
+    width = tf.shape(knots)[1]
+    upper = tf.clip_by_value(tf.searchsorted(knots, x, side="right"), 1, width - 1)
+    x0, x1 = tf.gather(knots, upper - 1, batch_dims=1), tf.gather(knots, upper, batch_dims=1)
+    y0, y1 = tf.gather(values, upper - 1, batch_dims=1), tf.gather(values, upper, batch_dims=1)
+    gap = x1 - x0
+    share = tf.clip_by_value(tf.math.divide_no_nan(x - x0, gap), 0.0, 1.0)
+    return y0 + share * (y1 - y0)
+
+
 def scorer_module(
     model: JoBiModel,
     entity_vocab: str,
@@ -371,7 +435,8 @@ def scorer_module(
     known: tuple[CSR | None, CSR | None, CSR | None] = (None, None, None),
     tables: tuple[np.ndarray, np.ndarray] | None = None,
     slots: tuple[CSR, CSR] | None = None,
-    calibration: tuple[np.ndarray, np.ndarray] | None = None,
+    calibration: Calibration | None = None,
+    pair_relations: np.ndarray | None = None,
 ) -> TripleScorerModule:
     """The exported object of a model: what a SavedModel serves and `jobi_tf.api.Run` predicts with.
 
@@ -391,6 +456,7 @@ def scorer_module(
         reciprocal=bool(getattr(model, "reciprocal", False)),
         slots=slots,
         calibration=calibration,
+        pair_relations=pair_relations,
     )
 
 
@@ -402,7 +468,7 @@ def slot_sets(train: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
 
 
 def _signatures(cfg: ExportConfig) -> tuple[str, ...]:
-    return SIGNATURES + (TYPED_SIGNATURES if cfg.typed else ())
+    return SIGNATURES + (TYPED_SIGNATURES if cfg.typed else ()) + (SOFT_TYPED_SIGNATURES if cfg.pair_head else ())
 
 
 def export_saved_model(
@@ -446,6 +512,13 @@ def export_saved_model(
         raise ExportError(f"{final}: version {version} exists; use --force to replace it or --version for another")
     known = known_facts(train_triples, len(relations), len(entities)) if cfg.filter_known else (None, None, None)
     slots = slot_sets(train_triples, len(relations)) if cfg.typed else None
+    pair_table = None
+    if cfg.pair_head:
+        if getattr(model, "pair_relations", None) is None:
+            raise ExportError("--pair-head: this run has no pair head (it was trained without --joint)")
+        pair_table = np.asarray(model.pair_relations.numpy(), np.float32)
+        if not np.isfinite(pair_table).all():
+            raise ExportError("pair_relations holds NaN or Inf; nothing was exported")
     info = {
         "model": model.model_name,
         "dim": model.dim,
@@ -454,7 +527,9 @@ def export_saved_model(
         "reciprocal": reciprocal,
         "filter_known": cfg.filter_known,
         "typed": cfg.typed,
+        "pair_head": cfg.pair_head,
         "calibrated": calibration is not None,
+        "calibration": None if calibration is None else calibration.method,
         "signatures": {"serving_default": "predict_tail", **{s: s for s in _signatures(cfg)}},
         **(metadata or {}),
     }
@@ -471,7 +546,8 @@ def export_saved_model(
                 known,
                 tables=(entity_table, relation_table),
                 slots=slots,
-                calibration=None if calibration is None else (calibration.a, calibration.b),
+                calibration=calibration,
+                pair_relations=pair_table,
             )
             signatures = {name: getattr(module, name) for name in _signatures(cfg)}
             signatures["serving_default"] = module.predict_tail

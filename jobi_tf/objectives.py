@@ -30,6 +30,7 @@ __all__ = [
     "Objective",
     "SampledSoftmax",
     "FullSoftmax",
+    "KvsAll",
     "PairBCE",
     "RelationPrediction",
     "ScoredBatch",
@@ -67,6 +68,7 @@ class ScoredBatch:
         self.candidate_rows: list[tf.Tensor] = []
         self._sampled: tf.Tensor | None = None
         self._all: tuple[tf.Tensor, tf.Tensor] | None = None
+        self._query: tf.Tensor | None = None
 
     def sampled(self) -> tf.Tensor:
         """``[B, S, 1 + K]``: column 0 the positive, then the sampled candidates (per-triple,
@@ -81,6 +83,15 @@ class ScoredBatch:
             scorer, table = self.model.scorer, self.model.entity_embeddings
             self._all = scorer.score_candidates(self.tail_q, table), scorer.score_candidates(self.head_q, table)
         return self._all
+
+    def query_scores(self) -> tf.Tensor:
+        """``[B, S, E]``: every entity scored for each row's one query (k-vs-all batches: the
+        tail query where ``query_is_tail``, else the head query), one matmul per row."""
+        if self._query is None:
+            side = self.features["query_is_tail"][:, None, None]
+            query = tf.where(side, self.tail_q, self.head_q)
+            self._query = self.model.scorer.score_candidates(query, self.model.entity_embeddings)
+        return self._query
 
     def _score_sampled(self) -> tf.Tensor:
         model, features, rows = self.model, self.features, self.rows
@@ -131,8 +142,9 @@ class Objective:
 
     Subclasses set ``name`` (the prefix of their logits in the model's output and of their
     loss in the logs, e.g. ``triple`` → ``triple_loss``) and ``candidates`` (``"sampled"``:
-    the positive and the sampler's negatives; ``"all"``: every entity, 1-vs-all), and
-    implement `logits` and `loss`.
+    the positive and the sampler's negatives; ``"all"``: every entity, 1-vs-all, both
+    directions of each positive; ``"queries"``: every entity, for batches of distinct
+    queries, k-vs-all), and implement `logits` and `loss`.
 
     Args:
         head: whose queries are trained: `TRIPLE_HEAD` (0) or `PAIR_HEAD` (1).
@@ -217,6 +229,40 @@ class FullSoftmax(Objective):
         return (1.0 - self.label_smoothing) * nll + self.label_smoothing * uniform
 
 
+class KvsAll(Objective):
+    """k-vs-all: for each distinct training query ``(h, r, ?)`` or ``(?, r, t)``, binary
+    cross-entropy of every entity's logit against "is a training answer" (ConvE's 1-N
+    scoring, LibKGE's KvsAll), summed over the entities and averaged over the queries.
+
+    Batches are distinct queries, not triples (`jobi_tf.sampling.TrainingQueries`): a
+    query with many answers is one example, not one per answer.
+
+    Args:
+        label_smoothing: ε: targets ``(1 - ε) · y + ε / E`` (ConvE's smoothing); 0 = none.
+    """
+
+    candidates = "queries"
+    features = ("query_is_tail", "answer_labels")
+
+    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None, label_smoothing: float = 0.0) -> None:
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1). Received: label_smoothing={label_smoothing!r}")
+        super().__init__(head, name)
+        self.label_smoothing = label_smoothing
+
+    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
+        return {self.name: batch.query_scores()[:, self.head]}
+
+    def loss(self, features, logits):
+        scores = logits[self.name]
+        labels = tf.cast(features["answer_labels"], scores.dtype)
+        if self.label_smoothing:
+            entities = tf.cast(tf.shape(labels)[-1], scores.dtype)
+            labels = (1.0 - self.label_smoothing) * labels + self.label_smoothing / entities
+        per_query = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=scores), axis=-1)
+        return replica_share(tf.reduce_mean(per_query))
+
+
 class PairBCE(Objective):
     """JoBi's pair loss: binary cross-entropy of the pair head's logits against pair labels.
 
@@ -224,29 +270,38 @@ class PairBCE(Objective):
     triple occur in training. Over sampled candidates the positive itself is included with
     label 1 and the mean runs over the positive and its negatives; over all entities
     (``candidates="all"``), labels are the sampler's dense ``pair_labels_tail`` /
-    ``pair_labels_head`` and both directions are summed.
+    ``pair_labels_head`` and both directions are summed; over the queries of a k-vs-all
+    batch (``"queries"``), ``query_pair_labels`` (the asked slot of each query's relation).
 
     Args:
-        candidates: ``"sampled"`` or ``"all"``: score the same candidates as the triple head.
+        candidates: ``"sampled"``, ``"all"`` or ``"queries"``: score the same candidates as the triple head.
     """
 
     default_name = "pair"
 
     def __init__(self, candidates: str = "sampled", head: int = PAIR_HEAD, name: str | None = None) -> None:
-        if candidates not in ("sampled", "all"):
-            raise ValueError(f"candidates must be 'sampled' or 'all'. Received: candidates={candidates!r}")
+        if candidates not in ("sampled", "all", "queries"):
+            raise ValueError(f"candidates must be 'sampled', 'all' or 'queries'. Received: candidates={candidates!r}")
         super().__init__(head, name)
         self.candidates = candidates
-        self.features = ("pair_labels",) if candidates == "sampled" else ("pair_labels_tail", "pair_labels_head")
+        self.features = {
+            "sampled": ("pair_labels",),
+            "all": ("pair_labels_tail", "pair_labels_head"),
+            "queries": ("query_is_tail", "query_pair_labels"),
+        }[candidates]
         self._loss = keras.losses.BinaryCrossentropy(from_logits=True, name=f"{self.name}_loss")
 
     def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
         if self.candidates == "sampled":
             return {self.name: batch.sampled()[:, self.head]}
+        if self.candidates == "queries":
+            return {self.name: batch.query_scores()[:, self.head]}
         tail, head = batch.all_entities()
         return {f"{self.name}_tail": tail[:, self.head], f"{self.name}_head": head[:, self.head]}
 
     def loss(self, features, logits):
+        if self.candidates == "queries":
+            return self._loss(features["query_pair_labels"], logits[self.name])
         if self.candidates == "all":
             return self._loss(features["pair_labels_tail"], logits[f"{self.name}_tail"]) + self._loss(
                 features["pair_labels_head"], logits[f"{self.name}_head"]
@@ -284,21 +339,25 @@ def replica_share(value: tf.Tensor) -> tf.Tensor:
 
 
 #: The triple head's objectives by their ``--loss`` name.
-OBJECTIVES: dict[str, type[Objective]] = {"sampled-softmax": SampledSoftmax, "full-softmax": FullSoftmax}
+OBJECTIVES: dict[str, type[Objective]] = {
+    "sampled-softmax": SampledSoftmax,
+    "full-softmax": FullSoftmax,
+    "k-vs-all": KvsAll,
+}
 
 
 def get_objective(loss: str | Objective, label_smoothing: float = 0.0) -> Objective:
     """The triple head's objective for a ``--loss`` name (an `Objective` is returned as is).
 
-    ``label_smoothing`` applies to ``full-softmax`` only (a sampled softmax has no fixed
-    set of classes to spread it over).
+    ``label_smoothing`` applies to ``full-softmax`` and ``k-vs-all`` only (a sampled softmax
+    has no fixed set of classes to spread it over).
     """
     if isinstance(loss, Objective):
         return loss
     if loss not in OBJECTIVES:
         raise ValueError(f"loss must be one of {sorted(OBJECTIVES)}. Received: loss={loss!r}")
     if label_smoothing:
-        if OBJECTIVES[loss] is not FullSoftmax:
-            raise ValueError(f"label_smoothing needs loss='full-softmax'. Received: loss={loss!r}")
-        return FullSoftmax(label_smoothing=label_smoothing)
+        if OBJECTIVES[loss] not in (FullSoftmax, KvsAll):
+            raise ValueError(f"label_smoothing needs loss='full-softmax' or 'k-vs-all'. Received: loss={loss!r}")
+        return OBJECTIVES[loss](label_smoothing=label_smoothing)
     return OBJECTIVES[loss]()

@@ -21,15 +21,26 @@ loss can ignore it, as TensorFlow Recommenders' ``RemoveAccidentalHits`` does.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import SamplerConfig
-from jobi_tf.data.index import KGIndex
+from jobi_tf.data.index import CSR, KGIndex
+from jobi_tf.data.keys import pack
 from jobi_tf.errors import ConfigError
 from jobi_tf.types import HEAD, RELATION, TAIL
 
-__all__ = ["NegativeSampler", "make_train_dataset", "steps_per_epoch", "DENSE_SLOT_TABLE_BYTES"]
+__all__ = [
+    "NegativeSampler",
+    "EpochRows",
+    "TrainingQueries",
+    "make_train_dataset",
+    "make_query_dataset",
+    "steps_per_epoch",
+    "DENSE_SLOT_TABLE_BYTES",
+]
 
 #: Largest ``relations x entities`` table of training slots (one byte each) kept for
 #: 1-vs-all pair labels: FB15k-237 needs 3.4 MB a side; an FB1.9M-size graph would need 6 GB.
@@ -213,15 +224,51 @@ class NegativeSampler:
         return tf.not_equal(candidates, replaced)
 
 
-def steps_per_epoch(index: KGIndex, batch_size: int) -> int:
+@dataclasses.dataclass(frozen=True)
+class EpochRows:
+    """Which training triples an epoch visits, when it is not all of them.
+
+    A warm start on a grown graph (`jobi_tf.growth`) visits every ``fresh`` row each epoch
+    and ``replayed`` of the ``old`` rows, a different draw every epoch (keyed on the seed
+    and the epoch, so a resumed run sees the same ones).
+
+    Attributes:
+        fresh: int64 indices into ``index.train``, visited every epoch.
+        old: int64 indices into ``index.train``, of which ``replayed`` per epoch.
+        replayed: rows of ``old`` per epoch (at most ``len(old)``).
+    """
+
+    fresh: np.ndarray
+    old: np.ndarray
+    replayed: int
+
+    @classmethod
+    def with_replay(cls, fresh: np.ndarray, old: np.ndarray, share: float) -> EpochRows:
+        return cls(np.asarray(fresh, np.int64), np.asarray(old, np.int64), int(round(share * len(old))))
+
+    def __len__(self) -> int:
+        return len(self.fresh) + self.replayed
+
+
+def steps_per_epoch(index: KGIndex, batch_size: int, rows: EpochRows | None = None) -> int:
     """Full batches per epoch; the remainder of each shuffled epoch is dropped."""
-    steps = len(index.train) // batch_size
-    if steps == 0:
-        raise ConfigError(
-            "batch_size",
-            f"is larger than the {len(index.train)} training triples; use a smaller --batch-size",
-        )
-    return steps
+    if rows is None:
+        return _full_batches(len(index.train), batch_size, "training triples")
+    return _full_batches(len(rows), batch_size, "training triples an epoch visits (new + --replay share)")
+
+
+def _full_batches(examples: int, batch_size: int, what: str) -> int:
+    if examples < batch_size:
+        raise ConfigError("batch_size", f"is larger than the {examples} {what}; use a smaller --batch-size")
+    return examples // batch_size
+
+
+def _epoch_stream(epoch_batches, to_features, initial_epoch: int, initial_step: int, epochs: int) -> tf.data.Dataset:
+    """Epochs ``initial_epoch..epochs-1`` of ``epoch_batches(epoch)``, the first ``initial_step``
+    batches left out (a resumed run), mapped by ``to_features`` in order and prefetched."""
+    ds = tf.data.Dataset.range(initial_epoch, epochs).flat_map(epoch_batches).skip(initial_step)
+    ds = ds.map(to_features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return ds.prefetch(tf.data.AUTOTUNE)
 
 
 def make_train_dataset(
@@ -234,6 +281,7 @@ def make_train_dataset(
     epochs: int = 1_000_000,
     full_softmax: bool = False,
     joint: bool = False,
+    rows: EpochRows | None = None,
 ) -> tf.data.Dataset:
     """An endless-enough dataset of feature dicts, starting at ``initial_epoch``.
 
@@ -249,31 +297,148 @@ def make_train_dataset(
         full_softmax: positives only (1-vs-all training); with ``joint`` also dense pair
             labels ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]``.
         joint: whether pair labels are needed (full softmax only; cheap otherwise).
+        rows: the training triples each epoch visits (default: all of them).
 
     Returns:
         ``tf.data.Dataset`` of dicts (see `NegativeSampler.__call__`), ``steps_per_epoch``
         batches per epoch, prefetched.
     """
     batch = cfg.batch_size
-    steps = steps_per_epoch(index, batch)
-    n = len(index.train)
+    steps = steps_per_epoch(index, batch, rows)
     train = tf.constant(index.train, tf.int32)
     sampler = NegativeSampler(index, cfg, seed)
+    visit = _epoch_pool(len(index.train), seed, rows)
 
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
-        order = tf.random.experimental.stateless_shuffle(tf.range(n), seed=tf.stack([tf.cast(seed, tf.int64), epoch]))
-        rows = tf.reshape(order[: steps * batch], [steps, batch])
+        pool = visit(epoch)
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(tf.shape(pool)[0]), seed=tf.stack([tf.cast(seed, tf.int64), epoch])
+        )
+        chosen = tf.reshape(tf.gather(pool, order[: steps * batch]), [steps, batch])
         first_step = epoch * steps
-        return tf.data.Dataset.from_tensor_slices((first_step + tf.range(steps, dtype=tf.int64), rows))
+        return tf.data.Dataset.from_tensor_slices((first_step + tf.range(steps, dtype=tf.int64), chosen))
 
-    def to_features(step: tf.Tensor, rows: tf.Tensor) -> dict[str, tf.Tensor]:
-        triples = tf.gather(train, rows)
+    def to_features(step: tf.Tensor, chosen: tf.Tensor) -> dict[str, tf.Tensor]:
+        triples = tf.gather(train, chosen)
         if not full_softmax:
             return sampler(triples, step)
         if not joint:
             return {"triples": triples}
         return {"triples": triples, **sampler.dense_pair_labels(triples)}
 
-    ds = tf.data.Dataset.range(initial_epoch, epochs).flat_map(epoch_batches).skip(initial_step)
-    ds = ds.map(to_features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return _epoch_stream(epoch_batches, to_features, initial_epoch, initial_step, epochs)
+
+
+def _epoch_pool(num_train: int, seed: int, rows: EpochRows | None):
+    """``epoch -> int32 [n]``: the rows of ``index.train`` that epoch visits, before shuffling."""
+    if rows is None:
+        everything = tf.range(num_train)
+        return lambda epoch: everything
+    fresh, old = tf.constant(rows.fresh, tf.int32), tf.constant(rows.old, tf.int32)
+
+    def pool(epoch: tf.Tensor) -> tf.Tensor:
+        # Keyed on another seed than the epoch order, so the two draws are independent.
+        pick = tf.random.experimental.stateless_shuffle(
+            tf.range(tf.size(old)), seed=tf.stack([tf.cast(seed, tf.int64) + 7919, epoch])
+        )
+        return tf.concat([fresh, tf.gather(old, pick[: rows.replayed])], axis=0)
+
+    return pool
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingQueries:
+    """Every distinct training query, ``(h, r, ?)`` then ``(?, r, t)``, with its training
+    answers: the examples of k-vs-all training (`jobi_tf.objectives.KvsAll`).
+
+    Attributes:
+        triples: int32 ``(Q, 3)``: a training triple of each query (the query and its first
+            answer), so the model builds the query's rows as for any triple.
+        is_tail: bool ``(Q,)``: True for ``(h, r, ?)``, False for ``(?, r, t)``.
+        offsets: int64 ``(Q + 1,)``; query ``q``'s answers are ``answers[offsets[q]:offsets[q + 1]]``.
+        answers: int32, sorted within each query.
+    """
+
+    triples: np.ndarray
+    is_tail: np.ndarray
+    offsets: np.ndarray
+    answers: np.ndarray
+
+    @classmethod
+    def from_index(cls, index: KGIndex) -> TrainingQueries:
+        train, r = index.train, index.num_relations
+        tails = CSR.from_pairs(pack(train[:, HEAD], train[:, RELATION], r), train[:, TAIL])
+        heads = CSR.from_pairs(pack(train[:, TAIL], train[:, RELATION], r), train[:, HEAD])
+        h, hr = np.divmod(tails.keys, r)
+        t, tr = np.divmod(heads.keys, r)
+        triples = np.concatenate(
+            [
+                np.stack([h, hr, tails.values[tails.offsets[:-1]]], axis=1),
+                np.stack([heads.values[heads.offsets[:-1]], tr, t], axis=1),
+            ]
+        ).astype(np.int32)
+        offsets = np.concatenate([tails.offsets[:-1], heads.offsets + len(tails.values)]).astype(np.int64)
+        is_tail = np.concatenate([np.ones(len(tails.keys), bool), np.zeros(len(heads.keys), bool)])
+        return cls(triples, is_tail, offsets, np.concatenate([tails.values, heads.values]).astype(np.int32))
+
+    def __len__(self) -> int:
+        return len(self.is_tail)
+
+
+def query_steps_per_epoch(queries: TrainingQueries, batch_size: int) -> int:
+    """Full batches of distinct queries per epoch (k-vs-all)."""
+    return _full_batches(len(queries), batch_size, "distinct training queries")
+
+
+def make_query_dataset(
+    index: KGIndex,
+    cfg: SamplerConfig,
+    *,
+    seed: int = 0,
+    initial_epoch: int = 0,
+    initial_step: int = 0,
+    epochs: int = 1_000_000,
+    joint: bool = False,
+) -> tf.data.Dataset:
+    """Batches of distinct training queries for k-vs-all training, shuffled each epoch.
+
+    Each batch is a dict of ``triples`` int32 ``[B, 3]`` (see `TrainingQueries`),
+    ``query_is_tail`` bool ``[B]`` and ``answer_labels`` float32 ``[B, E]`` (1 at every
+    training answer of the query, built in-graph from the answer lists); with ``joint``
+    also ``query_pair_labels`` float32 ``[B, E]``: the entities seen in the asked slot of
+    the query's relation (a pair label is 1 when both pairs occur, and the query's own
+    pair always does). Epoch order is keyed on ``(seed, epoch)``, so a resumed run sees the
+    same batches.
+    """
+    queries = TrainingQueries.from_index(index)
+    batch = cfg.batch_size
+    steps = query_steps_per_epoch(queries, batch)
+    triples = tf.constant(queries.triples)
+    is_tail = tf.constant(queries.is_tail)
+    offsets, answers = tf.constant(queries.offsets), tf.constant(queries.answers)
+    num_entities = index.num_entities
+    sampler = NegativeSampler(index, cfg, seed) if joint else None
+
+    def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(len(queries)), seed=tf.stack([tf.cast(seed, tf.int64), epoch])
+        )
+        chosen = tf.reshape(order[: steps * batch], [steps, batch])
+        return tf.data.Dataset.from_tensor_slices(chosen)
+
+    def to_features(chosen: tf.Tensor) -> dict[str, tf.Tensor]:
+        spans = tf.ragged.range(tf.gather(offsets, chosen), tf.gather(offsets, chosen + 1))
+        cells = tf.stack([spans.value_rowids(), tf.cast(tf.gather(answers, spans.flat_values), tf.int64)], axis=1)
+        labels = tf.scatter_nd(cells, tf.ones(tf.shape(cells)[:1]), tf.constant([batch, num_entities], tf.int64))
+        out = {
+            "triples": tf.gather(triples, chosen),
+            "query_is_tail": tf.gather(is_tail, chosen),
+            "answer_labels": labels,
+        }
+        if sampler is not None:
+            slots = sampler.dense_pair_labels(out["triples"])
+            side = out["query_is_tail"][:, None]
+            out["query_pair_labels"] = tf.where(side, slots["pair_labels_tail"], slots["pair_labels_head"])
+        return out
+
+    return _epoch_stream(epoch_batches, to_features, initial_epoch, initial_step, epochs)

@@ -36,6 +36,7 @@ from jobi_tf.data.vocab import Vocab
 from jobi_tf.distribute import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
 from jobi_tf.errors import ConfigError, TrainingStopped
 from jobi_tf.evaluation import FilteredEvaluator
+from jobi_tf.growth import carry_over, plan_growth
 from jobi_tf.loading import load_index
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import get_scorer
@@ -44,7 +45,14 @@ from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
 from jobi_tf.runs import RunFolder
-from jobi_tf.sampling import make_train_dataset, steps_per_epoch
+from jobi_tf.sampling import (
+    EpochRows,
+    TrainingQueries,
+    make_query_dataset,
+    make_train_dataset,
+    query_steps_per_epoch,
+    steps_per_epoch,
+)
 from jobi_tf.types import RANK_METRICS
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "load_run", "build_model", "make_optimizer"]
@@ -293,23 +301,33 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
     cfg = _resolve_optimizer(cfg, index.num_entities)
     _check_memory(cfg, index)
+    # Before anything is written: a source run that does not fit is refused on an empty --out.
+    growth = (
+        plan_growth(cfg, run_dir, entities, relations, index) if cfg.train.init_from and not folder.finished else None
+    )
     with RunLock(run_dir) if chief else contextlib.nullcontext():
         if chief:
             folder.prepare(cfg, entities, relations)
         if folder.finished:
             logger.info("%s already finished; its metrics are returned unchanged", run_dir)
             return TrainResult(run_dir, folder.read_metrics())
-        return _train(cfg, run_dir, index, relations, strategy, chief, verbose)
+        return _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth)
 
 
-def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainResult:
+def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None) -> TrainResult:
     """The body of `train` once the folder is locked: build or restore, fit, stop or finish.
 
     A run interrupted mid-epoch resumes with one ``fit`` over the rest of that epoch, then
-    one over the remaining epochs (Keras's ``fit`` counts whole epochs).
+    one over the remaining epochs (Keras's ``fit`` counts whole epochs). A warm start
+    (``--init-from``) carries the source run's rows over before its first step.
     """
     folder = RunFolder(run_dir)
-    steps = steps_per_epoch(index, cfg.sampler.batch_size)
+    rows = EpochRows.with_replay(growth.new_triples, growth.old_triples, cfg.train.replay) if growth else None
+    k_vs_all = cfg.train.loss == "k-vs-all"  # batches of distinct queries, not of triples
+    if k_vs_all:
+        steps = query_steps_per_epoch(TrainingQueries.from_index(index), cfg.sampler.batch_size)
+    else:
+        steps = steps_per_epoch(index, cfg.sampler.batch_size, rows)
     keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
         model = build_model(index, cfg)
@@ -320,6 +338,9 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
         if folder.checkpoint.exists():
             state = {**_fresh_state(), **load_checkpoint(folder.checkpoint, model, optimizer)}
             logger.info("resuming %s from epoch %d, step %d", run_dir, state["epoch"], state["step"])
+        elif growth is not None:
+            carry_over(growth, model, optimizer, cfg.train.optimizer)
+            state["warm_start"] = {"from": str(growth.source.path), **growth.summary()}
 
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
     if chief:
@@ -342,16 +363,14 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose) -> TrainRes
         verbose = 1 if sys.stderr.isatty() else 2
 
     def fit(first_epoch: int, first_step: int, last_epoch: int) -> None:
-        dataset = make_train_dataset(
-            index,
-            cfg.sampler,
-            seed=cfg.seed,
-            initial_epoch=first_epoch,
-            initial_step=first_step,
-            epochs=last_epoch,
-            full_softmax=model.objective.candidates == "all",
-            joint=cfg.model.joint,
-        )
+        where = {"seed": cfg.seed, "initial_epoch": first_epoch, "initial_step": first_step, "epochs": last_epoch}
+        if k_vs_all:
+            dataset = make_query_dataset(index, cfg.sampler, joint=cfg.model.joint, **where)
+        else:
+            full_softmax = model.objective.candidates == "all"
+            dataset = make_train_dataset(
+                index, cfg.sampler, full_softmax=full_softmax, joint=cfg.model.joint, rows=rows, **where
+            )
         model.fit(
             dataset,
             epochs=last_epoch,
@@ -486,6 +505,7 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         "best_epoch": state["best_epoch"],
         "train_seconds": round(state["train_seconds"], 1),
         "history": state["history"],
+        **({"warm_start": state["warm_start"]} if "warm_start" in state else {}),
         **({"final_weights_sha256": state["final_weights_sha256"]} if "final_weights_sha256" in state else {}),
     }
     write_json_atomic(folder.metrics, metrics)

@@ -62,6 +62,8 @@ SIGNATURE_INPUTS: dict[str, tuple[str, ...]] = {
     "predict_relation": ("head", "tail", "k"),
     "predict_tail_typed": ("head", "relation", "k"),  # exports made with --typed
     "predict_head_typed": ("relation", "tail", "k"),
+    "predict_tail_soft_typed": ("head", "relation", "k", "min_pair_probability"),  # --typed --pair-head
+    "predict_head_soft_typed": ("relation", "tail", "k", "min_pair_probability"),
 }
 #: Output names of each signature.
 SIGNATURE_OUTPUTS: dict[str, tuple[str, ...]] = {
@@ -71,8 +73,18 @@ SIGNATURE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "predict_relation": ("relations", "scores", "found"),
     "predict_tail_typed": ("tails", "scores", "found"),
     "predict_head_typed": ("heads", "scores", "found"),
+    "predict_tail_soft_typed": ("tails", "scores", "found"),
+    "predict_head_soft_typed": ("heads", "scores", "found"),
 }
 _STRING_INPUTS = ("head", "relation", "tail")
+_FLOAT_INPUTS = ("min_pair_probability",)
+
+
+def _scalar(name: str, value):
+    """A scalar input as its signature declares it: ``k`` int32, ``min_pair_probability`` float32."""
+    return float(value) if name in _FLOAT_INPUTS else int(value)
+
+
 #: Outputs a calibrated export adds (``jobi-tf calibrate``): ``probability`` / ``probabilities``.
 OPTIONAL_OUTPUTS = ("probability", "probabilities")
 
@@ -113,7 +125,10 @@ def rest_request(signature: str, inputs: dict, *, row_format: bool = False) -> d
     {'signature_name': 'predict_tail', 'inputs': {'head': ['Berlin'], 'relation': ['capital-of'], 'k': 3}}
     """
     _check_inputs(signature, inputs)
-    columns = {name: [str(v) for v in inputs[name]] if name in _STRING_INPUTS else int(inputs[name]) for name in inputs}
+    columns = {
+        name: [str(v) for v in inputs[name]] if name in _STRING_INPUTS else _scalar(name, inputs[name])
+        for name in inputs
+    }
     if not row_format:
         return {"signature_name": signature, "inputs": columns}
     if signature != "score":
@@ -194,7 +209,8 @@ def grpc_request(signature: str, inputs: dict, model_name: str, version: int | N
         if name in _STRING_INPUTS:
             proto = tf.make_tensor_proto([str(v).encode("utf-8") for v in value], dtype=tf.string, shape=[len(value)])
         else:
-            proto = tf.make_tensor_proto(int(value), dtype=tf.int32)
+            dtype = tf.float32 if name in _FLOAT_INPUTS else tf.int32
+            proto = tf.make_tensor_proto(_scalar(name, value), dtype=dtype)
         request.inputs[name].CopyFrom(proto)
     return request
 
@@ -275,14 +291,18 @@ class LocalPredictor:
     def predict(self, signature: str, inputs: dict) -> dict[str, list]:
         _check_inputs(signature, inputs)
         if signature not in self._signatures:
-            typed = signature.endswith("_typed")
-            hint = " (export the run with --typed)" if typed else " (an older export: export again)"
+            if signature.endswith("_soft_typed"):
+                hint = " (export a --joint run with --typed --pair-head)"
+            elif signature.endswith("_typed"):
+                hint = " (export the run with --typed)"
+            else:
+                hint = " (an older export: export again)"
             raise ServingError(f"{self.path}: the export has no {signature} signature{hint}")
         tf = self._tf
         tensors = {
             name: tf.constant([str(v) for v in value], tf.string)
             if name in _STRING_INPUTS
-            else tf.constant(int(value), tf.int32)
+            else tf.constant(_scalar(name, value), tf.float32 if name in _FLOAT_INPUTS else tf.int32)
             for name, value in inputs.items()
         }
         outputs = self._signatures[signature](**tensors)
@@ -343,12 +363,15 @@ def ask(
     tail: str | None = None,
     k: int = 10,
     typed: bool = False,
+    min_pair_probability: float | None = None,
 ):
     """Answer one query; which of ``head``/``relation``/``tail`` is None picks the signature.
 
     ``(head, relation, ?)`` → ``predict_tail``, ``(?, relation, tail)`` → ``predict_head``,
     ``(head, ?, tail)`` → ``predict_relation``, all three → ``score``. ``typed`` asks the
-    ``*_typed`` signatures of a ``--typed`` export for tails and heads (type-aware answers).
+    ``*_typed`` signatures of a ``--typed`` export for tails and heads (type-aware answers);
+    ``min_pair_probability`` the ``*_soft_typed`` ones of a ``--typed --pair-head`` export,
+    which also admit the entities the pair head places in the slot.
 
     Returns:
         An `Answer`.
@@ -365,12 +388,15 @@ def ask(
         out = predictor.predict("score", {"head": [head], "relation": [relation], "tail": [tail]})
         probability = [float(out["probability"][0])] if "probability" in out else None
         return Answer("score", query, bool(out["found"][0]), [], [float(out["score"][0])], probability)
-    suffix = "_typed" if typed else ""
+    suffix = "_soft_typed" if min_pair_probability is not None else "_typed" if typed else ""
     if tail is None:
         signature, inputs, answers = "predict_tail" + suffix, {"head": [head], "relation": [relation]}, "tails"
     else:
         signature, inputs, answers = "predict_head" + suffix, {"relation": [relation], "tail": [tail]}, "heads"
-    out = predictor.predict(signature, {**inputs, "k": k})
+    inputs["k"] = k
+    if min_pair_probability is not None:
+        inputs["min_pair_probability"] = min_pair_probability
+    out = predictor.predict(signature, inputs)
     probabilities = [float(p) for p in out["probabilities"][0]] if "probabilities" in out else None
     scores = [float(s) for s in out["scores"][0]]
     return Answer(signature, query, bool(out["found"][0]), out[answers][0], scores, probabilities)

@@ -11,9 +11,49 @@ import tensorflow as tf
 from click.testing import CliRunner
 from jobi_tf.cli.main import main
 
-from jobi_tf.calibration import Calibration, brier, corrupt, ece, fit_platt
+from jobi_tf.calibration import ISOTONIC_EPS, Calibration, _rectangular, brier, corrupt, ece, fit_isotonic, fit_platt
 from jobi_tf.config import ExportConfig
-from jobi_tf.export import export_saved_model
+from jobi_tf.export import _interpolate, export_saved_model
+
+
+def _isotonic_reference(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The weighted isotonic fit by brute force: for each point, max over lower ends of the min
+    over upper ends of the block mean (the min-max formula of isotonic regression)."""
+    n = len(y)
+    means = np.full((n, n), np.nan)
+    for i in range(n):
+        for j in range(i, n):
+            means[i, j] = np.sum(w[i : j + 1] * y[i : j + 1]) / np.sum(w[i : j + 1])
+    return np.array([max(min(means[i, j] for j in range(k, n)) for i in range(k + 1)) for k in range(n)])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_isotonic_fit_equals_the_min_max_formula(seed):
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=40)
+    labels = (rng.random(40) < 1 / (1 + np.exp(-2 * scores))).astype(float)
+    weights = rng.uniform(0.2, 2.0, size=40)
+    knots, values = fit_isotonic(scores, labels, weights)
+    order = np.argsort(scores)
+    expected = np.clip(_isotonic_reference(labels[order], weights[order]), ISOTONIC_EPS, 1 - ISOTONIC_EPS)
+    # Each point's fitted value is its block's value; blocks sit at their weighted mean score.
+    np.testing.assert_allclose(np.unique(expected.round(12)), np.unique(values.round(12)))
+    assert np.all(np.diff(knots) > 0) and np.all(np.diff(values) >= 0)
+
+
+def test_row_wise_interpolation_equals_numpy_interp_with_padded_rows():
+    rng = np.random.default_rng(4)
+    fits = []
+    for n in (1, 3, 7):
+        knots = np.sort(rng.normal(size=n))
+        fits.append((knots, np.sort(rng.random(n))))
+    knots, values = _rectangular(fits)
+    x = rng.normal(scale=2, size=(3, 50))
+    got = _interpolate(tf.constant(knots, tf.float32), tf.constant(values, tf.float32), tf.constant(x, tf.float32))
+    expected = np.stack([np.interp(x[i], k, v) for i, (k, v) in enumerate(fits)])
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-6)
+    cal = Calibration(None, None, np.zeros(3, bool), "isotonic", knots, values)
+    np.testing.assert_allclose(cal.probability(x, np.arange(3)[:, None]), expected, atol=1e-12)
 
 
 def test_platt_fit_recovers_the_generating_parameters():
@@ -89,16 +129,53 @@ def test_the_export_returns_sigma_of_a_score_plus_b_per_relation_row(random_expo
     assert "probabilities" not in plain.signatures["predict_tail"].structured_outputs
 
 
-def test_calibrate_command_writes_the_file_and_the_export_serves_probabilities(tmp_path):
+def test_the_export_interpolates_isotonic_rows(random_export, tmp_path):
+    source = random_export("complex", reciprocal=True)
+    rows = 2 * len(source.relations)
+    rng = np.random.default_rng(5)
+    fits = [(np.sort(rng.normal(scale=3, size=n)), np.sort(rng.random(n))) for n in rng.integers(1, 9, size=rows)]
+    cal = Calibration(None, None, np.zeros(rows, bool), "isotonic", *_rectangular(fits))
+    result = export_saved_model(
+        source.model, source.entities, source.relations, tmp_path, ExportConfig(), calibration=cal
+    )
+    loaded = tf.saved_model.load(str(result.path))
+    heads = source.entities.decode([1, 2, 3])
+    relations = source.relations.decode([0, 3, 1])
+    tails = loaded.signatures["predict_tail"](
+        head=tf.constant(heads), relation=tf.constant(relations), k=tf.constant(5)
+    )
+    forward = [0, 3, 1]
+    expected = np.stack([np.interp(s, *fits[r]) for s, r in zip(tails["scores"].numpy(), forward, strict=True)])
+    np.testing.assert_allclose(tails["probabilities"].numpy(), expected, atol=1e-5)
+    scored = loaded.signatures["score"](
+        head=tf.constant(heads), relation=tf.constant(relations), tail=tails["tails"][:, 0]
+    )
+    np.testing.assert_allclose(scored["probability"].numpy(), expected[:, 0], atol=1e-5)
+    found = loaded.signatures["predict_head"](
+        relation=tf.constant(relations), tail=tf.constant(heads), k=tf.constant(5)
+    )
+    inverse = [r + len(source.relations) for r in forward]  # a reciprocal model ranks heads with inverse rows
+    expected = np.stack([np.interp(s, *fits[r]) for s, r in zip(found["scores"].numpy(), inverse, strict=True)])
+    np.testing.assert_allclose(found["probabilities"].numpy(), expected, atol=1e-5)
+    cal.save(tmp_path / "c.json")
+    again = Calibration.load(tmp_path / "c.json")
+    np.testing.assert_array_equal(again.knots, cal.knots)
+    assert again.method == "isotonic"
+    assert json.loads((result.path / "assets.extra" / "jobi_tf.json").read_text())["calibration"] == "isotonic"
+
+
+@pytest.mark.parametrize("method", ["platt", "isotonic"])
+def test_calibrate_command_writes_the_file_and_the_export_serves_probabilities(tmp_path, method):
     from tiny_cli import tiny_flags
 
     runner = CliRunner()
     run = tmp_path / "run"
     assert runner.invoke(main, ["-q", "train", *tiny_flags(2), "--out", str(run)]).exit_code == 0
-    result = runner.invoke(main, ["-q", "calibrate", str(run), "--negatives", "2", "--min-positives", "5"])
+    flags = ["--negatives", "2", "--min-positives", "5", "--method", method]
+    result = runner.invoke(main, ["-q", "calibrate", str(run), *flags])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert (run / "calibration.json").is_file() and summary["rows"] == 3
+    assert (run / "calibration.json").is_file() and summary["rows"] == 3 and summary["method"] == method
     for kind in ("uniform", "typed"):
         metrics = summary["test"][kind]
         assert 0 <= metrics["brier_calibrated"] <= 1 and 0.5 <= metrics["accuracy_per_relation_thresholds"] <= 1

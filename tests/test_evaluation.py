@@ -7,6 +7,7 @@ import pytest
 
 from jobi_tf.config import EvalConfig
 from jobi_tf.data.index import KGIndex
+from jobi_tf.errors import ConfigError
 from jobi_tf.evaluation import FilteredEvaluator, Ranks, rank_metrics
 from jobi_tf.models import JoBiModel
 from jobi_tf.types import SPLITS
@@ -383,7 +384,9 @@ def test_relation_ranks_of_a_reciprocal_model_use_the_forward_rows():
 # -- type-aware ranking --------------------------------------------------------------------
 
 
-def _brute_force_slot_ranks(scores: np.ndarray, splits: dict, triples: np.ndarray):
+def _brute_force_slot_ranks(scores: np.ndarray, splits: dict, triples: np.ndarray, pair=None, threshold=0.5):
+    """Ranks among the slot's entities; with ``pair`` (``[E, R, E]`` pair-head scores) also
+    among those whose pair probability reaches ``threshold``."""
     known = {tuple(x) for s in SPLITS for x in splits[s].tolist()}
     tails = {(r, t) for _, r, t in splits["train"].tolist()}
     heads = {(r, h) for h, r, _ in splits["train"].tolist()}
@@ -393,15 +396,15 @@ def _brute_force_slot_ranks(scores: np.ndarray, splits: dict, triples: np.ndarra
             cand = scores[h, r, :] if direction else scores[:, r, t]
             target = t if direction else h
             slot = tails if direction else heads
-            if (r, target) not in slot:
+            fits = np.array([(r, e) in slot for e in range(E)])
+            if pair is not None:
+                fits |= 1 / (1 + np.exp(-(pair[h, r, :] if direction else pair[:, r, t]))) >= threshold
+            if not fits[target]:
                 opt.append(E)
                 pes.append(E)
                 continue
             keep = np.array(
-                [
-                    (r, e) in slot and e != target and ((h, r, e) if direction else (e, r, t)) not in known
-                    for e in range(E)
-                ]
+                [fits[e] and e != target and ((h, r, e) if direction else (e, r, t)) not in known for e in range(E)]
             )
             opt.append(1 + np.sum(cand[keep] > cand[target]))
             pes.append(1 + np.sum(cand[keep] >= cand[target]))
@@ -422,3 +425,25 @@ def test_slot_restricted_ranks_match_brute_force(name):
     plain = FilteredEvaluator(index).ranks(model, splits["test"])
     assert (expected[0] == E).any() and (got.optimistic != plain.optimistic).any()  # both cases exercised
     assert restricted.metrics_from_ranks(got)["type_inconsistent"] == 0  # every top-1 answer fits its slot
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_soft_slot_ranks_admit_what_the_pair_head_places_in_the_slot(name):
+    splits, index = _random_kg(9)
+    ent, rel = _random_weights(name, 10)
+    pair_rel = np.random.default_rng(11).normal(size=rel.shape).astype(np.float32)
+    dim = ent.shape[1] if name == "distmult" else ent.shape[1] // 2
+    model = JoBiModel(num_entities=E, num_relations=R, model=name, dim=dim, joint=True)
+    model.entity_embeddings.assign(ent)
+    model.triple_relations.assign(rel)
+    model.pair_relations.assign(pair_rel)
+    scores, pair = _all_scores(name, ent, rel), _all_scores(name, ent, pair_rel)
+    cfg = EvalConfig(restrict="soft-slots", pair_threshold=0.7, chunk_size=7, eval_batch_size=6)
+    got = FilteredEvaluator(index, cfg).ranks(model, splits["test"])
+    expected = _brute_force_slot_ranks(scores, splits, splits["test"], pair=pair, threshold=0.7)
+    np.testing.assert_array_equal(got.optimistic, expected[0])
+    np.testing.assert_array_equal(got.pessimistic, expected[1])
+    strict = _brute_force_slot_ranks(scores, splits, splits["test"])
+    assert (strict[0] == E).sum() > (expected[0] == E).sum()  # some answers new to their slot are admitted
+    with pytest.raises(ConfigError, match="--restrict: 'soft-slots' needs a model with a pair head"):
+        FilteredEvaluator(index, cfg).ranks(_model(name, ent, rel), splits["test"])

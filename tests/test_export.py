@@ -49,7 +49,8 @@ def _tables(export):
 
 def _call(export, signature: str, **inputs):
     loaded = tf.saved_model.load(str(export.path))
-    tensors = {k: tf.constant(v, tf.int32) if k == "k" else tf.constant(v, tf.string) for k, v in inputs.items()}
+    dtypes = {"k": tf.int32, "min_pair_probability": tf.float32}
+    tensors = {k: tf.constant(v, dtypes.get(k, tf.string)) for k, v in inputs.items()}
     return {k: v.numpy() for k, v in loaded.signatures[signature](**tensors).items()}
 
 
@@ -390,3 +391,94 @@ def test_typed_signatures_rank_only_the_slot_entities(model, reciprocal, random_
     assert info["typed"] is True and "predict_tail_typed" in info["signatures"]
     plain = tf.saved_model.load(str(source.path))
     assert "predict_tail_typed" not in plain.signatures  # only a typed export has them
+
+
+@pytest.mark.parametrize(("model", "reciprocal"), [("complex", True), ("simple", False)])
+def test_soft_typed_signatures_also_admit_what_the_pair_head_places_in_the_slot(
+    model, reciprocal, random_export, tmp_path
+):
+    source = random_export(model, reciprocal=reciprocal)
+    cfg = ExportConfig(typed=True, pair_head=True)
+    result = export_saved_model(
+        source.model, source.entities, source.relations, tmp_path, cfg, train_triples=source.train
+    )
+    soft = dataclasses.replace(source, path=result.path)
+    ent, rel = _tables(source)
+    pair = source.model.pair_relations.numpy()
+    r_count = len(source.relations)
+    scores_of = _numpy_all_scores(model, ent, rel[:r_count]), _numpy_all_scores(model, ent, pair[:r_count])
+    inverse_of = (
+        (_numpy_all_scores(model, ent, rel[r_count:]), _numpy_all_scores(model, ent, pair[r_count:]))
+        if reciprocal
+        else None
+    )
+    train = source.train
+    admitted_beyond_slots = 0
+    for r in range(r_count):
+        tails, heads = set(train[train[:, 1] == r, 2].tolist()), set(train[train[:, 1] == r, 0].tolist())
+        h, t, p = 3, 7, 0.6
+        out = _call(
+            soft,
+            "predict_tail_soft_typed",
+            head=source.entities.decode([h]),
+            relation=source.relations.decode([r]),
+            k=6,
+            min_pair_probability=p,
+        )
+        triple, pair_scores = scores_of[0][h, r].copy(), scores_of[1][h, r]
+        fits = np.array([e in tails for e in range(len(triple))]) | (1 / (1 + np.exp(-pair_scores)) >= p)
+        admitted_beyond_slots += int(fits.sum() - len(tails))
+        triple[~fits] = -np.inf
+        expected = np.argsort(-triple, kind="stable")[: min(6, int(fits.sum()))]
+        np.testing.assert_array_equal(_text(out["tails"][0, : len(expected)]), source.entities.decode(expected))
+        out = _call(
+            soft,
+            "predict_head_soft_typed",
+            relation=source.relations.decode([r]),
+            tail=source.entities.decode([t]),
+            k=6,
+            min_pair_probability=p,
+        )
+        if reciprocal:
+            triple, pair_scores = inverse_of[0][t, r].copy(), inverse_of[1][t, r]
+        else:
+            triple, pair_scores = scores_of[0][:, r, t].copy(), scores_of[1][:, r, t]
+        fits = np.array([e in heads for e in range(len(triple))]) | (1 / (1 + np.exp(-pair_scores)) >= p)
+        triple[~fits] = -np.inf
+        expected = np.argsort(-triple, kind="stable")[: min(6, int(fits.sum()))]
+        np.testing.assert_array_equal(_text(out["heads"][0, : len(expected)]), source.entities.decode(expected))
+    assert admitted_beyond_slots > 0  # the pair head did widen some slots
+    strict = _call(
+        soft,
+        "predict_tail_soft_typed",
+        head=source.entities.decode([3]),
+        relation=source.relations.decode([0]),
+        k=6,
+        min_pair_probability=1.0,
+    )
+    typed = _call(
+        soft, "predict_tail_typed", head=source.entities.decode([3]), relation=source.relations.decode([0]), k=6
+    )
+    np.testing.assert_array_equal(strict["tails"], typed["tails"])  # p = 1 admits nothing new
+    info = json.loads((result.path / "assets.extra" / "jobi_tf.json").read_text())
+    assert info["pair_head"] is True and "predict_head_soft_typed" in info["signatures"]
+
+
+def test_pair_head_export_needs_typed_and_a_joint_model(random_export, tmp_path):
+    from jobi_tf.errors import ConfigError
+    from jobi_tf.models import JoBiModel
+
+    with pytest.raises(ConfigError, match="--pair-head: needs --typed"):
+        ExportConfig(pair_head=True)
+    source = random_export("distmult")
+    plain = JoBiModel(num_entities=len(source.entities), num_relations=len(source.relations), model="distmult", dim=5)
+    with pytest.raises(ExportError, match="--pair-head: this run has no pair head"):
+        export_saved_model(
+            plain,
+            source.entities,
+            source.relations,
+            tmp_path / "e",
+            ExportConfig(typed=True, pair_head=True),
+            train_triples=source.train,
+        )
+    assert not (tmp_path / "e").exists()

@@ -208,6 +208,23 @@ class JoBiModel(keras.Model):
             return self.scorer.tail_query(tails, _rows(self.triple_relations, self._inverse(relations)))
         return self.scorer.head_query(_rows(self.triple_relations, relations), tails)
 
+    def pair_tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
+        """``[B, W]`` pair-head queries: their dot with ``entity_embeddings[e]`` is the logit that
+        ``e`` fits the tail slot of ``relations`` for these heads (``joint`` only)."""
+        return self.scorer.tail_query(_rows(self.entity_embeddings, heads), _rows(self._pair_table(), relations))
+
+    def pair_head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
+        """``[B, W]`` pair-head queries for the head slot (as `head_queries`, with the pair table)."""
+        tails = _rows(self.entity_embeddings, tails)
+        if self.reciprocal:
+            return self.scorer.tail_query(tails, _rows(self._pair_table(), self._inverse(relations)))
+        return self.scorer.head_query(_rows(self._pair_table(), relations), tails)
+
+    def _pair_table(self) -> keras.Variable:
+        if self.pair_relations is None:
+            raise ValueError("this model has no pair head (joint=False)")
+        return self.pair_relations
+
     def _inverse(self, relations: tf.Tensor) -> tf.Tensor:
         """Row ids of the inverse relations (``reciprocal`` only)."""
         return relations + tf.constant(self.num_relations, relations.dtype)
@@ -285,7 +302,7 @@ class JoBiModel(keras.Model):
         and the sampled candidates' rows.
         """
         positive = batch.penalty_rows["positive"]
-        if self.objective.candidates == "all":
+        if self.objective.candidates in ("all", "queries"):
             positive = list(batch.rows.values())
         if self.regularizer == "n3":
             return tf.add_n([self.scorer.cubed_norm(x) for x in positive])

@@ -212,3 +212,38 @@ def test_typed_predictions_need_a_typed_export(run_dir, export_dir, tmp_path):
     answer = runner.invoke(main, ["-q", "predict", "--model", str(typed_base), *query, "--json"])
     assert answer.exit_code == 0, answer.output
     assert json.loads(answer.stdout)["signature"] == "predict_tail_typed"
+
+
+def test_soft_typed_predictions_from_the_cli(run_dir, export_dir, tmp_path):
+    runner = CliRunner()
+    entities = (run_dir / "entities.txt").read_text().splitlines()
+    relation = (run_dir / "relations.txt").read_text().splitlines()[0]
+    query = ["--head", entities[0], "--relation", relation, "-k", "3", "--min-pair-probability", "0.5"]
+    plain = runner.invoke(main, ["predict", "--model", str(export_dir), *query])
+    assert plain.exit_code == 1 and "no predict_tail_soft_typed signature (export a --joint run" in plain.output
+    no_typed = runner.invoke(main, ["export", str(run_dir), "--out", str(tmp_path / "x"), "--pair-head"])
+    assert no_typed.exit_code == 2 and "--pair-head: needs --typed" in no_typed.output  # a bad flag: usage error
+    assert not (tmp_path / "x").exists()
+    soft_base = tmp_path / "soft"
+    made = runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(soft_base), "--typed", "--pair-head"])
+    assert made.exit_code == 0 and json.loads(made.stdout)["pair_head"] is True, made.output
+    answer = runner.invoke(main, ["-q", "predict", "--model", str(soft_base), *query, "--json"])
+    assert answer.exit_code == 0, answer.output
+    assert json.loads(answer.stdout)["signature"] == "predict_tail_soft_typed"
+    table = runner.invoke(main, ["-q", "predict", "--model", str(soft_base), *query])
+    assert table.exit_code == 0 and "top" in table.output, table.output
+    bad = runner.invoke(main, ["predict", "--model", str(soft_base), *query[:-1], "1.5"])
+    assert bad.exit_code == 2 and "--min-pair-probability" in bad.output
+
+
+def test_soft_slot_evaluation_needs_a_joint_run(run_dir, tmp_path):
+    runner = CliRunner()
+    soft = runner.invoke(main, ["-q", "evaluate", str(run_dir), "--restrict", "soft-slots", "--pair-threshold", "0.4"])
+    assert soft.exit_code == 0, soft.output
+    assert 0 <= json.loads(soft.stdout)["mrr"] <= 1
+    base = tmp_path / "base"
+    trained = runner.invoke(main, ["-q", "train", *tiny_flags(1), "--out", str(base)])
+    assert trained.exit_code == 0, trained.output
+    refused = runner.invoke(main, ["evaluate", str(base), "--restrict", "soft-slots"])
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert "--restrict: 'soft-slots' needs a model with a pair head" in refused.output
