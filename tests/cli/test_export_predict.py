@@ -227,9 +227,12 @@ def test_soft_typed_predictions_from_the_cli(run_dir, export_dir, tmp_path):
     soft_base = tmp_path / "soft"
     made = runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(soft_base), "--typed", "--pair-head"])
     assert made.exit_code == 0 and json.loads(made.stdout)["pair_head"] is True, made.output
-    answer = runner.invoke(main, ["-q", "predict", "--model", str(soft_base), *query, "--json"])
-    assert answer.exit_code == 0, answer.output
-    assert json.loads(answer.stdout)["signature"] == "predict_tail_soft_typed"
+    # In a fresh process, through the loaded SavedModel.
+    ask = [sys.executable, "-m", "jobi_tf.cli", "-q", "predict", "--model", str(soft_base), *query, "--json"]
+    done = subprocess.run(ask, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout)
+    assert answer["signature"] == "predict_tail_soft_typed" and len(answer["entities"]) == 3
     table = runner.invoke(main, ["-q", "predict", "--model", str(soft_base), *query])
     assert table.exit_code == 0 and "top" in table.output, table.output
     bad = runner.invoke(main, ["predict", "--model", str(soft_base), *query[:-1], "1.5"])
