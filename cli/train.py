@@ -10,6 +10,7 @@ from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensor
 from jobi_tf.cli.options import TRAIN_SECTIONS, config_from_flags, config_options
 
 from jobi_tf.config import RunConfig
+from jobi_tf.presets import PRESETS, apply_preset
 from jobi_tf.types import RANK_METRICS
 
 __all__ = ["train"]
@@ -22,6 +23,13 @@ def _default_out(cfg: RunConfig) -> Path:
 
 
 @click.command()
+@click.option(
+    "--preset",
+    type=click.Choice(list(PRESETS)),
+    default=None,
+    help="A named recipe; flags given explicitly win over it. "
+    + " ".join(f"{name}: {preset.about}" for name, preset in PRESETS.items()),
+)
 @config_options(*TRAIN_SECTIONS, seed=True)
 @click.option(
     "--out",
@@ -37,6 +45,9 @@ def train(ctx: click.Context, **flags) -> None:
     Example: jobi-tf train --dataset fb15k-237 --joint --p 0.3
     """
     cfg = config_from_flags(flags)
+    if flags["preset"] is not None:
+        given = {name for name in flags if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
+        cfg = apply_preset(cfg, flags["preset"], explicit=given)
     out = Path(flags["out"]) if flags["out"] else _default_out(cfg)
     start_tensorflow()
     from jobi_tf.training import train as run_training  # imports TensorFlow

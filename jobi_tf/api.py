@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from jobi_tf.config import SECTIONS, DataConfig, ExportConfig, RunConfig
+from jobi_tf.config import DataConfig, ExportConfig, RunConfig, with_settings
 from jobi_tf.data.index import KGIndex, build_index
 from jobi_tf.data.triples import write_triples
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import ConfigError, DatasetFormatError, JobiError
+from jobi_tf.presets import apply_preset
 from jobi_tf.runs import RunFolder
 from jobi_tf.types import SPLITS
 
@@ -155,23 +156,6 @@ def _from_triples(splits: Mapping[str, Any]) -> Dataset:
     return Dataset(entities, relations, index, None, arrays)
 
 
-def _settings_to_config(base: RunConfig, settings: dict[str, Any]) -> RunConfig:
-    """``base`` with fields replaced by name (``batch_size=1000``, ``reciprocal=True``, ...)."""
-    owner = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
-    changes: dict[str, dict[str, Any]] = {}
-    top: dict[str, Any] = {}
-    for name, value in settings.items():
-        if name == "seed":
-            top["seed"] = value
-        elif name in owner and owner[name] != "data":
-            changes.setdefault(owner[name], {})[name] = value
-        else:
-            known = sorted(n for n, s in owner.items() if s != "data") + ["seed"]
-            raise ConfigError(name, f"is not a setting of train(); known: {', '.join(known)}", as_flag=False)
-    sections = {s: dataclasses.replace(getattr(base, s), **c) for s, c in changes.items()}
-    return dataclasses.replace(base, **sections, **top)
-
-
 def train(
     data: Dataset | str | os.PathLike[str] | Mapping[str, Any] | DataConfig = _SYNTHETIC,
     *,
@@ -181,6 +165,7 @@ def train(
     p: float | None = None,
     run_dir: str | os.PathLike[str] | None = None,
     config: RunConfig | None = None,
+    preset: str | None = None,
     verbose: int = 0,
     **settings: Any,
 ) -> Run:
@@ -194,6 +179,8 @@ def train(
             so `load_run` can read it later: its path is ``Run.path``). An existing
             folder of the same run resumes it.
         config: a full `RunConfig` to start from (its ``data`` is replaced by ``data``).
+        preset: a named recipe (`jobi_tf.presets.PRESETS`, e.g. ``"kbc"``) applied to
+            ``config``; the settings given here win over the preset's.
         verbose: Keras's progress output (0 silent, 1 a bar, 2 one line per epoch).
         **settings: any other field of the run's config by name: ``epochs``, ``batch_size``,
             ``neg``, ``loss``, ``reciprocal``, ``regularizer``, ``lr``, ``seed``, ...
@@ -206,7 +193,10 @@ def train(
     named = {"model": model, "dim": dim, "joint": joint, "p": p}
     settings = {**{k: v for k, v in named.items() if v is not None}, **settings}
     with _python_errors():
-        cfg = _settings_to_config(config or RunConfig(), settings)  # checked before any folder is made
+        base = config or RunConfig()
+        if preset is not None:
+            base = apply_preset(base, preset, explicit=set(settings))
+        cfg = with_settings(base, settings)  # checked before any folder is made
         folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
         cfg = dataclasses.replace(cfg, data=_data_config(dataset, folder))
         train_run(cfg, folder.path, verbose=verbose, data=(dataset.entities, dataset.relations, dataset.index))

@@ -470,6 +470,27 @@ SECTIONS: dict[str, type] = {
 }
 
 
+def with_settings(base: RunConfig, settings: dict[str, Any]) -> RunConfig:
+    """``base`` with fields replaced by name (``batch_size=1000``, ``reciprocal=True``, ``seed=1``).
+
+    Every name is a field of a section other than ``data`` (the data are given separately);
+    an unknown name is a `ConfigError` listing the known ones.
+    """
+    owner = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+    changes: dict[str, dict[str, Any]] = {}
+    top: dict[str, Any] = {}
+    for name, value in settings.items():
+        if name == "seed":
+            top["seed"] = value
+        elif name in owner and owner[name] != "data":
+            changes.setdefault(owner[name], {})[name] = value
+        else:
+            known = sorted(n for n, s in owner.items() if s != "data") + ["seed"]
+            raise ConfigError(name, f"is not a setting of train(); known: {', '.join(known)}", as_flag=False)
+    sections = {s: dataclasses.replace(getattr(base, s), **c) for s, c in changes.items()}
+    return dataclasses.replace(base, **sections, **top)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExportConfig:
     """How a run becomes a SavedModel (not part of `RunConfig`: one run can be exported many ways).

@@ -1,0 +1,59 @@
+"""Named recipes: a preset's settings apply, explicit settings win, from the CLI and from Python."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from jobi_tf.cli.main import main
+from tiny_cli import tiny_flags
+
+import jobi_tf
+from jobi_tf.config import RunConfig
+from jobi_tf.errors import ConfigError
+from jobi_tf.presets import PRESETS, apply_preset
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_names_real_settings_and_applies_them(name):
+    cfg = apply_preset(RunConfig(), name)
+    flat = {k: v for section in cfg.to_dict().values() if isinstance(section, dict) for k, v in section.items()}
+    for key, value in PRESETS[name].settings.items():
+        assert flat[key] == value, key
+
+
+def test_explicit_settings_win_over_the_preset():
+    cfg = apply_preset(RunConfig(), "kbc", explicit={"dim", "lr"})
+    assert cfg.model.dim == RunConfig().model.dim and cfg.train.lr == RunConfig().train.lr
+    assert cfg.train.loss == "full-softmax" and cfg.model.reciprocal and cfg.train.optimizer == "adagrad"
+    with pytest.raises(ConfigError, match="--preset: must be one of paper, kbc"):
+        apply_preset(RunConfig(), "fast")
+
+
+def test_cli_preset_with_explicit_flags(tmp_path):
+    run = tmp_path / "run"
+    result = CliRunner().invoke(main, ["-q", "train", "--preset", "kbc", *tiny_flags(1), "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["train"]["loss"] == "full-softmax" and cfg["model"]["reciprocal"] is True
+    assert cfg["train"]["optimizer"] == "adagrad" and cfg["train"]["regularizer"] == "n3"
+    assert cfg["train"]["monitor"] == "mrr" and cfg["train"]["lr"] == 0.1
+    # Given on the command line, so not the preset's: dim 8, batch 100, 1 epoch, validation every epoch.
+    assert cfg["model"]["dim"] == 8 and cfg["sampler"]["batch_size"] == 100
+    assert cfg["train"]["epochs"] == 1 and cfg["train"]["eval_every"] == 1
+    unknown = CliRunner().invoke(main, ["train", "--preset", "fast"])
+    assert unknown.exit_code == 2 and "--preset" in unknown.output
+
+
+def test_python_preset(tmp_path):
+    data = jobi_tf.load_dataset(
+        {
+            "train": [(f"e{i}", f"r{i % 2}", f"e{(i * 7 + 1) % 20}") for i in range(60)],
+            "valid": [("e1", "r1", "e8")],
+            "test": [("e2", "r0", "e15")],
+        }
+    )
+    run = jobi_tf.train(data, preset="kbc", dim=4, batch_size=20, epochs=1, eval_every=1, run_dir=tmp_path / "r")
+    assert run.config.train.loss == "full-softmax" and run.config.model.dim == 4
+    assert run.config.sampler.batch_size == 20 and run.config.train.optimizer == "adagrad"
