@@ -221,6 +221,8 @@ class TrainConfig:
             training answers: ConvE, LibKGE).
         label_smoothing: ε of the ``full-softmax`` / ``k-vs-all`` targets: ``1 - ε`` on the true entity, ε
             spread over all (0 = none).
+        slot_weight: with ``full-softmax``, the entities seen in the asked slot count
+            ``1 + slot_weight`` times in the training softmax (0 = off).
         relation_prediction: weight of the auxiliary relation-prediction loss, a softmax over
             the relations for ``(h, ?, t)`` (Chen et al., 2021; 0 = off).
         alpha: weight of the pair loss (only with ``joint``).
@@ -258,6 +260,12 @@ class TrainConfig:
         0.0,
         "With --loss full-softmax or k-vs-all: put 1-EPS on the true entities and spread EPS over all of them.",
         metavar="EPS",
+    )
+    slot_weight: float = setting(
+        0.0,
+        "With --loss full-softmax: entities seen in the asked slot of the relation count 1+W times in the training "
+        "softmax (biased negatives' counterpart for 1-vs-all; 0 = off).",
+        metavar="W",
     )
     relation_prediction: float = setting(
         0.0,
@@ -307,6 +315,9 @@ class TrainConfig:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
         if self.label_smoothing and self.loss == "sampled-softmax":
             raise ConfigError("label_smoothing", "needs --loss full-softmax or k-vs-all")
+        _positive_float("slot_weight", self.slot_weight, allow_zero=True)
+        if self.slot_weight and self.loss != "full-softmax":
+            raise ConfigError("slot_weight", "needs --loss full-softmax")
         if self.init_from is not None and self.loss == "k-vs-all":
             raise ConfigError(
                 "init_from", "is not supported with --loss k-vs-all (its epochs are queries, not triples)"

@@ -199,15 +199,27 @@ class FullSoftmax(Objective):
     Args:
         label_smoothing: ε: the target puts ``1 - ε`` on the true entity and spreads ε
             evenly over all of them (LibKGE's and ConvE's option); 0 is the plain softmax.
+        slot_weight: w: in the training softmax each entity seen in the asked slot of the
+            relation in training counts ``1 + w`` times (``log(1 + w)`` added to its logit),
+            so same-type rivals weigh more: biased negatives' counterpart when every entity
+            is a candidate. Ranking is unchanged. Reads the sampler's dense slot rows
+            (``pair_labels_tail`` / ``pair_labels_head``). 0 = off.
     """
 
     candidates = "all"
 
-    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None, label_smoothing: float = 0.0) -> None:
+    def __init__(
+        self, head: int = TRIPLE_HEAD, name: str | None = None, label_smoothing: float = 0.0, slot_weight: float = 0.0
+    ) -> None:
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1). Received: label_smoothing={label_smoothing!r}")
+        if not slot_weight >= 0.0:
+            raise ValueError(f"slot_weight must be >= 0. Received: slot_weight={slot_weight!r}")
         super().__init__(head, name)
         self.label_smoothing = label_smoothing
+        self.slot_weight = slot_weight
+        if slot_weight:
+            self.features = ("pair_labels_tail", "pair_labels_head")
         self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{self.name}_loss")
 
     def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
@@ -216,9 +228,12 @@ class FullSoftmax(Objective):
 
     def loss(self, features, logits):
         triples = features["triples"]
-        return self._direction(triples[:, TAIL], logits[f"{self.name}_tail"]) + self._direction(
-            triples[:, HEAD], logits[f"{self.name}_head"]
-        )
+        tail, head = logits[f"{self.name}_tail"], logits[f"{self.name}_head"]
+        if self.slot_weight:
+            boost = tf.math.log1p(tf.cast(self.slot_weight, tail.dtype))
+            tail = tail + boost * tf.cast(features["pair_labels_tail"], tail.dtype)
+            head = head + boost * tf.cast(features["pair_labels_head"], head.dtype)
+        return self._direction(triples[:, TAIL], tail) + self._direction(triples[:, HEAD], head)
 
     def _direction(self, targets: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
         nll = self._loss(targets, logits)
@@ -346,16 +361,20 @@ OBJECTIVES: dict[str, type[Objective]] = {
 }
 
 
-def get_objective(loss: str | Objective, label_smoothing: float = 0.0) -> Objective:
+def get_objective(loss: str | Objective, label_smoothing: float = 0.0, slot_weight: float = 0.0) -> Objective:
     """The triple head's objective for a ``--loss`` name (an `Objective` is returned as is).
 
     ``label_smoothing`` applies to ``full-softmax`` and ``k-vs-all`` only (a sampled softmax
-    has no fixed set of classes to spread it over).
+    has no fixed set of classes to spread it over), ``slot_weight`` to ``full-softmax`` only.
     """
     if isinstance(loss, Objective):
         return loss
     if loss not in OBJECTIVES:
         raise ValueError(f"loss must be one of {sorted(OBJECTIVES)}. Received: loss={loss!r}")
+    if slot_weight:
+        if OBJECTIVES[loss] is not FullSoftmax:
+            raise ValueError(f"slot_weight needs loss='full-softmax'. Received: loss={loss!r}")
+        return FullSoftmax(label_smoothing=label_smoothing, slot_weight=slot_weight)
     if label_smoothing:
         if OBJECTIVES[loss] not in (FullSoftmax, KvsAll):
             raise ValueError(f"label_smoothing needs loss='full-softmax' or 'k-vs-all'. Received: loss={loss!r}")

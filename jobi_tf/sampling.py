@@ -296,7 +296,7 @@ def make_train_dataset(
         epochs: last epoch (exclusive).
         full_softmax: positives only (1-vs-all training); with ``joint`` also dense pair
             labels ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]``.
-        joint: whether pair labels are needed (full softmax only; cheap otherwise).
+        joint: whether dense slot rows are needed (full softmax only: pair labels, slot weights; cheap otherwise).
         rows: the training triples each epoch visits (default: all of them).
 
     Returns:

@@ -368,9 +368,8 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
             dataset = make_query_dataset(index, cfg.sampler, joint=cfg.model.joint, **where)
         else:
             full_softmax = model.objective.candidates == "all"
-            dataset = make_train_dataset(
-                index, cfg.sampler, full_softmax=full_softmax, joint=cfg.model.joint, rows=rows, **where
-            )
+            slots = cfg.model.joint or cfg.train.slot_weight > 0  # dense slot rows: pair labels, slot weights
+            dataset = make_train_dataset(index, cfg.sampler, full_softmax=full_softmax, joint=slots, rows=rows, **where)
         model.fit(
             dataset,
             epochs=last_epoch,

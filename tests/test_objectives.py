@@ -159,3 +159,34 @@ def test_relation_prediction_is_a_softmax_over_the_relation_table(reciprocal):
     expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 4.0 * l_rel
     np.testing.assert_allclose(float(aux.compute_loss(x=x, y_pred=out)), expected, rtol=1e-5)
     np.testing.assert_allclose(float(aux.relation_loss_tracker.result()), l_rel, rtol=1e-5)
+
+
+def test_slot_weight_counts_slot_entities_more_in_the_training_softmax():
+    rng = np.random.default_rng(4)
+    tail_logits, head_logits = rng.normal(size=(2, 3, 7)).astype(np.float32)
+    slot_tail = (rng.random((3, 7)) < 0.4).astype(np.float32)
+    slot_head = (rng.random((3, 7)) < 0.4).astype(np.float32)
+    triples = np.array([[1, 0, 2], [3, 1, 4], [5, 0, 6]], np.int32)
+    objective = FullSoftmax(slot_weight=2.0)
+    assert set(objective.features) == {"pair_labels_tail", "pair_labels_head"}
+    features = {
+        "triples": tf.constant(triples),
+        "pair_labels_tail": tf.constant(slot_tail),
+        "pair_labels_head": tf.constant(slot_head),
+    }
+    got = objective.loss(features, {"triple_tail": tf.constant(tail_logits), "triple_head": tf.constant(head_logits)})
+
+    def nll(logits, slots, targets):  # the softmax with each slot entity counted 1 + w = 3 times
+        weights = 1.0 + 2.0 * slots
+        z = np.sum(weights * np.exp(logits.astype(np.float64)), axis=1)
+        rows = np.arange(len(targets))
+        return np.mean(-np.log(weights[rows, targets] * np.exp(logits[rows, targets]) / z))
+
+    expected = nll(tail_logits, slot_tail, triples[:, 2]) + nll(head_logits, slot_head, triples[:, 0])
+    assert float(got) == pytest.approx(expected, rel=1e-5)
+    plain = FullSoftmax().loss(
+        features, {"triple_tail": tf.constant(tail_logits), "triple_head": tf.constant(head_logits)}
+    )
+    assert float(plain) != pytest.approx(expected, rel=1e-3)
+    with pytest.raises(ValueError, match="slot_weight needs loss='full-softmax'"):
+        get_objective("sampled-softmax", slot_weight=1.0)

@@ -68,6 +68,8 @@ class JoBiModel(keras.Model):
             (its config then holds ``loss=None``: pass it again to ``from_config``). The pair
             head trains `jobi_tf.objectives.PairBCE` over the same candidates.
         label_smoothing: ε of ``full-softmax``'s targets (`jobi_tf.objectives.FullSoftmax`).
+        slot_weight: ``full-softmax`` only: how much more the entities of the asked slot
+            weigh in the training softmax (`jobi_tf.objectives.FullSoftmax`; 0 = off).
         relation_prediction: weight of the auxiliary `jobi_tf.objectives.RelationPrediction`
             loss (0: none; Chen et al. 2021 use 4 on FB15k-237).
         reciprocal: each relation table gets ``2 * num_relations`` rows, row ``r +
@@ -105,6 +107,7 @@ class JoBiModel(keras.Model):
         reciprocal: bool = False,
         label_smoothing: float = 0.0,
         relation_prediction: float = 0.0,
+        slot_weight: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -113,8 +116,9 @@ class JoBiModel(keras.Model):
                 f"num_entities and num_relations must be >= 1. Received: num_entities={num_entities}, "
                 f"num_relations={num_relations}"
             )
-        self.objective = get_objective(loss, label_smoothing=label_smoothing)
+        self.objective = get_objective(loss, label_smoothing=label_smoothing, slot_weight=slot_weight)
         self.label_smoothing = label_smoothing
+        self.slot_weight = slot_weight
         if relation_prediction < 0:
             raise ValueError(f"relation_prediction must be >= 0. Received: relation_prediction={relation_prediction!r}")
         self.relation_prediction = relation_prediction
@@ -166,6 +170,7 @@ class JoBiModel(keras.Model):
             loss=cfg.train.loss,
             label_smoothing=cfg.train.label_smoothing,
             relation_prediction=cfg.train.relation_prediction,
+            slot_weight=cfg.train.slot_weight,
             regularization=cfg.train.regularization,
             regularizer=cfg.train.regularizer,
             init=cfg.model.init,
@@ -355,6 +360,7 @@ class JoBiModel(keras.Model):
             "reciprocal": self.reciprocal,
             "label_smoothing": self.label_smoothing,
             "relation_prediction": self.relation_prediction,
+            "slot_weight": self.slot_weight,
             "name": self.name,
         }
 
