@@ -389,7 +389,10 @@ class TripleScorerModule(tf.Module):
             allowed = slots.listed(scores, tf.cast(relations, tf.int64))
             if soft is not None:
                 pair_query, min_probability = soft
-                allowed |= tf.sigmoid(self._scorer.score_candidates(pair_query, entities)) >= min_probability
+                # σ(s) >= p as s >= logit(p): exact at p = 1 (+inf: nothing more is admitted),
+                # where a float32 sigmoid already rounds to 1 for scores above about 17.
+                min_score = tf.math.log(min_probability) - tf.math.log1p(-min_probability)
+                allowed |= self._scorer.score_candidates(pair_query, entities) >= min_score
             scores = tf.where(allowed, scores, tf.constant(-np.inf, scores.dtype))
         best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_entities))
         names = self.entity_names.lookup(tf.cast(ids, tf.int64))

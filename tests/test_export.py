@@ -482,3 +482,29 @@ def test_pair_head_export_needs_typed_and_a_joint_model(random_export, tmp_path)
             train_triples=source.train,
         )
     assert not (tmp_path / "e").exists()
+
+
+def test_a_certain_pair_head_admits_nothing_more_at_probability_one(random_export, tmp_path):
+    """σ(score) rounds to 1.0 in float32 above about 17: p = 1 must still mean the strict slots."""
+    source = random_export("distmult")
+    pair = source.model.pair_relations
+    saved = pair.numpy()
+    pair.assign(saved * 100.0)  # pair scores in the hundreds: float32 sigmoid is exactly 1
+    try:
+        result = export_saved_model(
+            source.model,
+            source.entities,
+            source.relations,
+            tmp_path,
+            ExportConfig(typed=True, pair_head=True),
+            train_triples=source.train,
+        )
+    finally:
+        pair.assign(saved)
+    soft = dataclasses.replace(source, path=result.path)
+    query = {"head": source.entities.decode([3, 4]), "relation": source.relations.decode([0, 1]), "k": 8}
+    strict = _call(soft, "predict_tail_soft_typed", **query, min_pair_probability=1.0)
+    typed = _call(soft, "predict_tail_typed", **query)
+    np.testing.assert_array_equal(strict["tails"], typed["tails"])
+    loose = _call(soft, "predict_tail_soft_typed", **query, min_pair_probability=0.5)
+    assert not np.array_equal(loose["tails"], typed["tails"])  # at 0.5 the confident pair head does widen the slots
