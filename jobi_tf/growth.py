@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
 from jobi_tf.config import RunConfig
 from jobi_tf.data.index import KGIndex
@@ -166,7 +167,7 @@ def carry_over(plan: GrowthPlan, model, optimizer, optimizer_name: str) -> None:
             key = f"model/{var.path}"
             if key not in weights.files:
                 raise ConfigError("init_from", f"{plan.source.best_weights}: has no {key}; it is another kind of model")
-            var.assign(_grown(weights[key], var, kinds.get(var.path), plan, str(plan.source.best_weights)))
+            _carry(weights[key], var, kinds.get(var.path), plan, str(plan.source.best_weights))
     source_cfg = plan.source.read_config()
     if source_cfg.train.optimizer != optimizer_name or not plan.source.checkpoint.exists():
         logger.info("optimizer state not carried over (another optimizer, or no checkpoint): it starts fresh")
@@ -179,7 +180,7 @@ def carry_over(plan: GrowthPlan, model, optimizer, optimizer_name: str) -> None:
                 continue  # this run's --lr applies
             owner = next((p for p in slots if var.name.startswith(p)), None)
             kind = slots[owner] if owner else None
-            var.assign(_grown(checkpoint[key], var, kind, plan, str(plan.source.checkpoint)))
+            _carry(checkpoint[key], var, kind, plan, str(plan.source.checkpoint))
 
 
 def _row_kinds(model) -> dict[str, str]:
@@ -190,23 +191,34 @@ def _row_kinds(model) -> dict[str, str]:
     return kinds
 
 
-def _grown(stored: np.ndarray, var, kind: str | None, plan: GrowthPlan, where: str) -> np.ndarray:
-    """``var``'s current value with the source rows placed where their names now sit."""
+#: Rows written per scatter when a table is carried over (bounds the temporary copy).
+_ROWS_PER_BLOCK = 1 << 16
+
+
+def _carry(stored: np.ndarray, var, kind: str | None, plan: GrowthPlan, where: str) -> None:
+    """Write the source rows into ``var`` where their names now sit; new rows keep their values.
+
+    Tables are written a block of rows at a time with a scatter into the variable itself, so a
+    multi-million-row table is never copied whole (its fresh values are not even read).
+    """
     if kind is None:  # a scalar or a scorer's own weights: carried as they are
         if tuple(stored.shape) != tuple(var.shape):
             raise ConfigError(
                 "init_from", f"{where}: {var.path} has shape {stored.shape}, this model {tuple(var.shape)}"
             )
-        return stored
+        var.assign(stored)
+        return
     rows = plan.entity_rows if kind == "entities" else _relation_rows(plan, var.shape[0], stored.shape[0])
     if stored.shape[1:] != tuple(var.shape[1:]):
         raise ConfigError(
             "init_from", f"{where}: {var.path} has rows of {stored.shape[1:]}, this model {var.shape[1:]}"
         )
-    value = np.array(var.numpy())
-    carried = rows >= 0
-    value[carried] = stored[rows[carried]]
-    return value
+    backing = getattr(var, "value", var)  # the tf.Variable behind a Keras variable
+    carried = np.flatnonzero(rows >= 0)
+    for lo in range(0, len(carried), _ROWS_PER_BLOCK):
+        ids = carried[lo : lo + _ROWS_PER_BLOCK]
+        values = stored[rows[ids]].astype(backing.dtype.as_numpy_dtype, copy=False)
+        backing.scatter_update(tf.IndexedSlices(tf.constant(values), tf.constant(ids, tf.int64)))
 
 
 def _relation_rows(plan: GrowthPlan, rows_now: int, rows_before: int) -> np.ndarray:
