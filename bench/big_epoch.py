@@ -99,7 +99,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     model = build_model(index, cfg)
     optimizer = make_optimizer(cfg, index.num_entities)
     model.compile(optimizer=optimizer, jit_compile=True)
-    dataset = make_train_dataset(index, cfg.sampler, seed=0, joint=True)
+    dataset = make_train_dataset(index, cfg.sampler, seed=0)
     clock = BatchClock()
     callbacks, verbose = [clock], 0
     if args.run_callbacks:

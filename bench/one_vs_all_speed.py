@@ -82,7 +82,7 @@ def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "ful
         dataset = make_query_dataset(index, sampler, joint=joint)
         epoch_steps = query_steps_per_epoch(TrainingQueries.from_index(index), args.batch_size)
     else:
-        dataset = make_train_dataset(index, sampler, full_softmax=True, joint=joint)
+        dataset = make_train_dataset(index, sampler, full_softmax=True, slot_rows=joint)
         epoch_steps = steps_per_epoch(index, args.batch_size)
     clock = BatchClock()
     with Usage() as used:

@@ -280,7 +280,7 @@ def make_train_dataset(
     initial_step: int = 0,
     epochs: int = 1_000_000,
     full_softmax: bool = False,
-    joint: bool = False,
+    slot_rows: bool = False,
     rows: EpochRows | None = None,
 ) -> tf.data.Dataset:
     """An endless-enough dataset of feature dicts, starting at ``initial_epoch``.
@@ -294,9 +294,10 @@ def make_train_dataset(
             batch is a function of ``(seed, global step)``, so the rest is what an
             uninterrupted run would have seen).
         epochs: last epoch (exclusive).
-        full_softmax: positives only (1-vs-all training); with ``joint`` also dense pair
-            labels ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]``.
-        joint: whether dense slot rows are needed (full softmax only: pair labels, slot weights; cheap otherwise).
+        full_softmax: positives only (1-vs-all training); with ``slot_rows`` also the dense
+            slot rows ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]``.
+        slot_rows: add the dense slot rows (full softmax only): the pair head's labels and
+            ``--slot-weight``'s weights read them.
         rows: the training triples each epoch visits (default: all of them).
 
     Returns:
@@ -322,7 +323,7 @@ def make_train_dataset(
         triples = tf.gather(train, chosen)
         if not full_softmax:
             return sampler(triples, step)
-        if not joint:
+        if not slot_rows:
             return {"triples": triples}
         return {"triples": triples, **sampler.dense_pair_labels(triples)}
 

@@ -368,8 +368,10 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
             dataset = make_query_dataset(index, cfg.sampler, joint=cfg.model.joint, **where)
         else:
             full_softmax = model.objective.candidates == "all"
-            slots = cfg.model.joint or cfg.train.slot_weight > 0  # dense slot rows: pair labels, slot weights
-            dataset = make_train_dataset(index, cfg.sampler, full_softmax=full_softmax, joint=slots, rows=rows, **where)
+            slot_rows = "pair_labels_tail" in {f for o in model.objectives for f in o.features}
+            dataset = make_train_dataset(
+                index, cfg.sampler, full_softmax=full_softmax, slot_rows=slot_rows, rows=rows, **where
+            )
         model.fit(
             dataset,
             epochs=last_epoch,

@@ -17,7 +17,7 @@ from jobi_tf.training import _check_batch_splits
 
 def _batch(index, shared_negatives: int) -> dict[str, np.ndarray]:
     cfg = SamplerConfig(batch_size=8, neg=6, p=0.5, shared_negatives=shared_negatives)
-    return next(iter(make_train_dataset(index, cfg, seed=1, joint=True)))
+    return next(iter(make_train_dataset(index, cfg, seed=1)))
 
 
 def _one_step(strategy, index, batch, weights, optimizer: str, jit: bool) -> list[np.ndarray]:

@@ -378,7 +378,7 @@ def test_full_softmax_dense_pair_labels(small_typed_index, table_limit, monkeypa
     monkeypatch.setattr(sampling, "DENSE_SLOT_TABLE_BYTES", table_limit)
     index = small_typed_index
     cfg = SamplerConfig(batch_size=16, neg=1)
-    (x,) = _take(make_train_dataset(index, cfg, seed=0, full_softmax=True, joint=True), 1)
+    (x,) = _take(make_train_dataset(index, cfg, seed=0, full_softmax=True, slot_rows=True), 1)
     assert set(x) == {"triples", "pair_labels_tail", "pair_labels_head"}
     e = index.num_entities
     heads, tails = _pools(index)

@@ -303,8 +303,9 @@ class JoBiModel(keras.Model):
         """``[B]``: the regularizer's value per example, over the rows the batch was scored with.
 
         ``n3``: the positive's head, tail and the relation rows its scores used (with
-        1-vs-all and ``reciprocal``, both the forward and the inverse row); ``l2``: those
-        and the sampled candidates' rows.
+        1-vs-all and ``reciprocal``, both the forward and the inverse row; with k-vs-all, the
+        rows of each query's representative triple, as `jobi_tf.sampling.TrainingQueries`
+        builds it); ``l2``: those and the sampled candidates' rows.
         """
         positive = batch.penalty_rows["positive"]
         if self.objective.candidates in ("all", "queries"):
