@@ -1,7 +1,8 @@
 """Helpers shared by the benchmark scripts (not part of the library).
 
 Importing this module imports ``jobi_tf`` first, so every benchmark runs TensorFlow with the
-library's default pooled CPU allocator (`jobi_tf.runtime`), as ``jobi-tf`` does.
+library's default pooled CPU allocator (`jobi_tf.runtime`), as ``jobi-tf`` does; a benchmark
+script run as a program also restarts itself under glibc's huge pages, as ``jobi-tf`` does.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from pathlib import Path
 from _steady import Usage, summary, window_rates  # noqa: F401  (re-exported for the scripts)
 
 import jobi_tf  # noqa: F401  (sets the allocator default before TensorFlow starts)
-from jobi_tf.runtime import ALLOCATOR_VARIABLE, pooled_cpu_allocator_requested
+from jobi_tf.runtime import (
+    ALLOCATOR_VARIABLE,
+    huge_pages_requested,
+    pooled_cpu_allocator_requested,
+    restart_with_huge_pages,
+)
+
+_main = sys.modules.get("__main__")
+if getattr(_main, "__file__", None) and Path(_main.__file__).resolve().parent == Path(__file__).resolve().parent:
+    restart_with_huge_pages([sys.executable, *sys.orig_argv[1:]])  # a bench script run as a program
 
 #: A measured part fails its check when the kernel took more than this share of user CPU time.
 MAX_SYSTEM_SHARE = 0.10
@@ -52,6 +62,7 @@ def kernel_check(usages: dict[str, Usage]) -> dict:
         "max_system_share": round(share, 3),
         "worst": worst,
         "allocator": "bfc" if pooled_cpu_allocator_requested() else f"default ({ALLOCATOR_VARIABLE} off)",
+        "huge_pages": huge_pages_requested(),
     }
 
 

@@ -1,5 +1,5 @@
 """``python -m jobi_tf.cli`` runs the ``jobi-tf`` command."""
 
-from jobi_tf.cli.main import main
+from jobi_tf.cli.main import entry_point
 
-main()
+entry_point()

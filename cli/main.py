@@ -13,7 +13,7 @@ import os
 
 import click
 
-__all__ = ["main"]
+__all__ = ["main", "entry_point"]
 
 _SUBCOMMANDS = {
     "train": ("jobi_tf.cli.train", "train", "Train JoBi or a baseline; write a run folder."),
@@ -59,3 +59,17 @@ def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
     if verbose < 2:  # must be set before TensorFlow is imported
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     ctx.obj = {"quiet": quiet, "debug": debug, "verbose": verbose}
+
+
+def entry_point() -> None:
+    """The ``jobi-tf`` console script: restart under huge pages if needed, then run `main`.
+
+    Why a separate function: the restart replaces the process (`jobi_tf.runtime`), which
+    only the command's own process may do; tests and other callers invoke `main` directly.
+    """
+    import sys
+
+    from jobi_tf.runtime import restart_with_huge_pages
+
+    restart_with_huge_pages([sys.executable, "-m", "jobi_tf.cli", *sys.argv[1:]])
+    main(prog_name="jobi-tf")

@@ -4,6 +4,9 @@ The behavioural test trains the same JoBi step in two fresh processes, with the 
 default and with ``TF_CPU_ALLOCATOR_USE_BFC=false``, and counts minor page faults per step:
 with TensorFlow's default allocator every large temporary (here the ``[500, 50, 400]`` block
 of candidate rows, 40 MB) is mapped and faulted in again each step.
+
+The huge-page tests restart a probe script as the ``jobi-tf`` command restarts itself and
+read from ``/proc/self/smaps_rollup`` how much of a large block the kernel backs with 2 MiB pages.
 """
 
 from __future__ import annotations
@@ -15,7 +18,15 @@ import sys
 
 import pytest
 
-from jobi_tf.runtime import ALLOCATOR_VARIABLE, LIMIT_VARIABLE, use_pooled_cpu_allocator
+from jobi_tf.runtime import (
+    ALLOCATOR_VARIABLE,
+    HUGE_PAGES_TUNABLE,
+    HUGE_PAGES_VARIABLE,
+    LIMIT_VARIABLE,
+    huge_pages_environment,
+    huge_pages_requested,
+    use_pooled_cpu_allocator,
+)
 
 _STEP_PROBE = """
 import json, resource, sys
@@ -102,3 +113,67 @@ def test_a_plain_train_prints_no_gpu_probe_lines(tmp_path):
     assert json.loads(done.stdout.splitlines()[-1])["run_dir"] == str(tmp_path / "r")
     for probe in ("cuInit", "cudart_stub", "absl::InitializeLog", "cpu_feature_guard"):
         assert probe not in done.stderr
+
+
+# -- huge pages -----------------------------------------------------------------------------
+
+_HUGE_PAGE_PROBE = """
+import json, os, sys
+from jobi_tf.runtime import restart_with_huge_pages
+restart_with_huge_pages([sys.executable, *sys.orig_argv[1:]])
+import ctypes
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+size = 64 * 2**20  # glibc maps a block this large on its own, as it does the pool's regions
+block = libc.malloc(size)
+ctypes.memset(block, 1, size)  # (not NumPy: it asks for huge pages for its own arrays)
+with open("/proc/self/smaps_rollup") as f:
+    huge_kb = next(int(line.split()[1]) for line in f if line.startswith("AnonHugePages:"))
+print(json.dumps({"pid": os.getpid(), "tunables": os.environ.get("GLIBC_TUNABLES"), "huge_kb": huge_kb}))
+"""
+
+
+def _probe(tmp_path, **extra: str) -> dict:
+    script = tmp_path / "probe.py"
+    script.write_text(_HUGE_PAGE_PROBE)
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", HUGE_PAGES_VARIABLE)}
+    env.update(extra)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(huge_pages_environment({}) is None, reason="no transparent huge pages through glibc here")
+def test_restart_backs_large_blocks_with_huge_pages(tmp_path):
+    default = _probe(tmp_path)
+    assert default["tunables"] == HUGE_PAGES_TUNABLE
+    assert default["huge_kb"] >= 32 * 1024, default  # most of the 64 MiB block sits in 2 MiB pages
+    off = _probe(tmp_path, **{HUGE_PAGES_VARIABLE: "0"})
+    assert off["tunables"] is None and off["huge_kb"] < 32 * 1024, off
+
+
+def test_huge_pages_environment_keeps_the_users_choices():
+    assert huge_pages_environment({}, usable=True) == {"GLIBC_TUNABLES": HUGE_PAGES_TUNABLE, HUGE_PAGES_VARIABLE: "1"}
+    added = huge_pages_environment({"GLIBC_TUNABLES": "glibc.pthread.rseq=0"}, usable=True)
+    assert added["GLIBC_TUNABLES"] == f"glibc.pthread.rseq=0:{HUGE_PAGES_TUNABLE}"
+    own_choices = [{"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, {HUGE_PAGES_VARIABLE: "0"}]
+    own_choices.append({HUGE_PAGES_VARIABLE: "false"})
+    for kept in own_choices:
+        assert huge_pages_environment(kept, usable=True) is None  # the user's own setting wins
+    assert huge_pages_environment({HUGE_PAGES_VARIABLE: "1"}, usable=True) is None  # already restarted: no loop
+    assert huge_pages_environment({}, usable=False) is None  # no THP or an old glibc: run as is
+    assert huge_pages_requested({"GLIBC_TUNABLES": f"a=1:{HUGE_PAGES_TUNABLE}"})
+    assert not huge_pages_requested({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"})
+
+
+def test_the_console_script_restarts_as_python_m_jobi_tf_cli(monkeypatch):
+    import jobi_tf.cli.main as cli_main
+
+    import jobi_tf.runtime as runtime
+
+    seen = {}
+    monkeypatch.setattr(runtime, "restart_with_huge_pages", lambda argv: seen.setdefault("argv", argv))
+    monkeypatch.setattr(sys, "argv", ["/somewhere/bin/jobi-tf", "train", "--epochs", "1"])
+    monkeypatch.setattr(cli_main, "main", lambda prog_name: seen.setdefault("prog_name", prog_name))
+    cli_main.entry_point()
+    assert seen == {"argv": [sys.executable, "-m", "jobi_tf.cli", "train", "--epochs", "1"], "prog_name": "jobi-tf"}
