@@ -71,5 +71,7 @@ def entry_point() -> None:
 
     from jobi_tf.runtime import restart_with_huge_pages
 
-    restart_with_huge_pages([sys.executable, "-m", "jobi_tf.cli", *sys.argv[1:]])
+    # The same interpreter arguments as this start (the script, or -m jobi_tf.cli), so that
+    # the import path is the same: `-m` would put the working directory first.
+    restart_with_huge_pages([sys.executable, *sys.orig_argv[1:]])
     main(prog_name="jobi-tf")
