@@ -68,11 +68,19 @@ def _write_npy(f, value, name: str = "array") -> None:
         f.write(_finite(np.ascontiguousarray(value[lo : lo + _ROWS_PER_BLOCK].numpy()), name).tobytes())
 
 
-def _variables(model: keras.Model, optimizer: keras.optimizers.Optimizer | None) -> dict[str, object]:
+def _variables(model: keras.Model, optimizer) -> dict[str, object]:
+    """Checkpoint name → variable (or `jobi_tf.sharding.ShardedTable`, written a block at a time).
+
+    A sharded table is stored under the path the same table has as a Keras weight, so the
+    weights of a parameter-server run load into an unsharded model.
+    """
     out = {f"model/{v.path}": v for v in model.weights}
-    if optimizer is not None:
+    out.update({f"model/{table.path}": table for table in getattr(model, "sharded_tables", [])})
+    if isinstance(optimizer, keras.optimizers.Optimizer):
         # Slot names embed the model's name; their order is fixed by the model's weights.
         out.update({f"optimizer/{i:04d}": v for i, v in enumerate(optimizer.variables)})
+    elif optimizer is not None:  # a jobi_tf.sharding optimizer: slots by table path
+        out.update({f"optimizer/{name}": v for name, v in optimizer.variables().items()})
     return out
 
 
@@ -134,17 +142,31 @@ def _assign_all(path: Path, targets: dict[str, object]) -> None:
         for key, var in targets.items():
             with archive.open(f"{key}.npy") as member:
                 shape, dtype = _read_npy_header(member, path, key)
-                backing = getattr(var, "value", var)
-                plain = isinstance(backing, tf.Variable) and not isinstance(backing, tf.distribute.DistributedValues)
-                if len(shape) == 0 or shape[0] <= _ROWS_PER_BLOCK or not plain:
+                write_rows = _row_writer(var)
+                if len(shape) == 0 or shape[0] <= _ROWS_PER_BLOCK or write_rows is None:
                     var.assign(np.frombuffer(member.read(), dtype=dtype).reshape(shape))
                     continue
                 row_bytes = dtype.itemsize * int(np.prod(shape[1:]))
                 for lo in range(0, shape[0], _ROWS_PER_BLOCK):
                     rows = min(_ROWS_PER_BLOCK, shape[0] - lo)
-                    block = np.frombuffer(member.read(rows * row_bytes), dtype=dtype).reshape((rows, *shape[1:]))
-                    # In place: a sliced assign into the backing variable's own buffer.
-                    backing[lo : lo + rows].assign(block.astype(backing.dtype.as_numpy_dtype, copy=False))
+                    write_rows(
+                        lo, np.frombuffer(member.read(rows * row_bytes), dtype=dtype).reshape((rows, *shape[1:]))
+                    )
+
+
+def _row_writer(var):
+    """``(lo, block) -> None`` writing rows in place, or None when ``var`` takes whole assigns only."""
+    if hasattr(var, "assign_rows"):  # a ShardedTable: each block goes to the server holding its rows
+        return lambda lo, block: var.assign_rows(lo, block.astype(np.float32, copy=False))
+    backing = getattr(var, "value", var)
+    if not isinstance(backing, tf.Variable) or isinstance(backing, tf.distribute.DistributedValues):
+        return None
+
+    def write(lo: int, block: np.ndarray) -> None:
+        # In place: a sliced assign into the backing variable's own buffer.
+        backing[lo : lo + len(block)].assign(block.astype(backing.dtype.as_numpy_dtype, copy=False))
+
+    return write
 
 
 def _read_npy_header(member, path: Path, key: str) -> tuple[tuple[int, ...], np.dtype]:

@@ -40,7 +40,7 @@ CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
 INITS = ("table-glorot", "row-glorot")
 REGULARIZERS = ("l2", "n3")
-STRATEGIES = ("default", "mirrored", "multi-worker")  # see jobi_tf.distribute
+STRATEGIES = ("default", "mirrored", "multi-worker", "parameter-server")  # see jobi_tf.distribute
 
 
 #: The paper's ablation names (its Table 4), in the order `variant_name` indexes them.
@@ -385,25 +385,33 @@ class DistributeConfig:
 
     Attributes:
         strategy: ``default`` (one device), ``mirrored`` (the GPUs, or logical CPUs, of this
-            machine) or ``multi-worker`` (the cluster in ``$TF_CONFIG``).
+            machine), ``multi-worker`` (the cluster in ``$TF_CONFIG``, tables mirrored) or
+            ``parameter-server`` (the cluster in ``$TF_CONFIG``, tables row-sharded over its
+            ``ps`` tasks: `jobi_tf.ps_training`).
         gpus: comma-separated GPU numbers for ``mirrored`` (None: all).
         logical_cpus: split the CPU into this many devices (0: leave it whole).
+        ps_shards: row blocks of the entity table under ``parameter-server`` (0: one per
+            parameter server; blocks go to the servers round-robin).
     """
 
     strategy: str = setting(
         "default",
         "default: one device; mirrored: this machine's GPUs (or logical CPUs); "
-        "multi-worker: the cluster in $TF_CONFIG.",
+        "multi-worker: the cluster in $TF_CONFIG; parameter-server: that cluster, tables sharded over its ps tasks.",
         choices=STRATEGIES,
     )
     gpus: str | None = setting(None, "GPUs for --strategy mirrored, e.g. 0,1 (default: all).", metavar="LIST")
     logical_cpus: int = setting(
         0, "Split the CPU into N devices (mirrored without GPUs; also $JOBI_TF_LOGICAL_CPUS).", metavar="N"
     )
+    ps_shards: int = setting(
+        0, "Row blocks of the entity table under --strategy parameter-server (default: one per ps task).", metavar="N"
+    )
 
     def __post_init__(self) -> None:
         _choice("strategy", self.strategy, STRATEGIES)
         _positive_int("logical_cpus", self.logical_cpus, 0)
+        _positive_int("ps_shards", self.ps_shards, 0)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

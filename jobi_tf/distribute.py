@@ -10,6 +10,9 @@
   replicas and sums their gradients (sparse gradients are gathered, not densified).
 * ``multi-worker``: `tf.distribute.MultiWorkerMirroredStrategy`, the cluster read from
   ``TF_CONFIG``; the global batch is split over every replica of every worker.
+* ``parameter-server``: `tf.distribute.experimental.ParameterServerStrategy` over the
+  ``TF_CONFIG`` cluster: tables row-sharded over its ``ps`` tasks, asynchronous steps on its
+  ``worker`` tasks, scheduled by the ``chief`` (`jobi_tf.ps_training`).
 
 Why the batch is split and not re-sampled per replica: the tf.data sampler draws a
 *global* batch (positives and their negatives) from one seeded stream, and the strategy
@@ -101,17 +104,34 @@ def make_strategy(name: str, gpus: str | None = None) -> tf.distribute.Strategy:
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=_mirrored_devices(gpus))
     if name == "multi-worker":
-        raw = os.environ.get("TF_CONFIG")
-        if not raw:
-            raise ConfigError("strategy", "multi-worker reads the cluster from $TF_CONFIG, which is not set")
-        try:
-            cluster = json.loads(raw)["cluster"]
-        except (ValueError, KeyError, TypeError):
-            raise JobiError("$TF_CONFIG: not JSON with a 'cluster' entry (see README, 'Several machines')") from None
-        if not isinstance(cluster, dict) or not cluster:
-            raise JobiError("$TF_CONFIG: 'cluster' must map task types to address lists")
+        _tf_config_cluster(name)
         return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "parameter-server":
+        cluster = _tf_config_cluster(name)
+        missing = [job for job in ("chief", "ps", "worker") if not cluster.get(job)]
+        if missing:
+            raise JobiError(
+                f"$TF_CONFIG: --strategy parameter-server needs 'chief', 'ps' and 'worker' tasks; no {missing[0]!r}"
+            )
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        if resolver.task_type != "chief":
+            raise JobiError(f"$TF_CONFIG: task {resolver.task_type!r} does not schedule steps; only the chief does")
+        return tf.distribute.experimental.ParameterServerStrategy(resolver)
     raise ConfigError("strategy", f"must be one of {', '.join(STRATEGIES)}. Received: {name!r}")
+
+
+def _tf_config_cluster(name: str) -> dict:
+    """The ``cluster`` of ``$TF_CONFIG``, or a one-line error saying what is wrong with it."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise ConfigError("strategy", f"{name} reads the cluster from $TF_CONFIG, which is not set")
+    try:
+        cluster = json.loads(raw)["cluster"]
+    except (ValueError, KeyError, TypeError):
+        raise JobiError("$TF_CONFIG: not JSON with a 'cluster' entry (see README, 'Several machines')") from None
+    if not isinstance(cluster, dict) or not cluster:
+        raise JobiError("$TF_CONFIG: 'cluster' must map task types to address lists")
+    return cluster
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

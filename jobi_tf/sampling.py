@@ -38,6 +38,7 @@ __all__ = [
     "TrainingQueries",
     "make_train_dataset",
     "make_query_dataset",
+    "epoch_order",
     "steps_per_epoch",
     "DENSE_SLOT_TABLE_BYTES",
 ]
@@ -311,11 +312,7 @@ def make_train_dataset(
     visit = _epoch_pool(len(index.train), seed, rows)
 
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
-        pool = visit(epoch)
-        order = tf.random.experimental.stateless_shuffle(
-            tf.range(tf.shape(pool)[0]), seed=tf.stack([tf.cast(seed, tf.int64), epoch])
-        )
-        chosen = tf.reshape(tf.gather(pool, order[: steps * batch]), [steps, batch])
+        chosen = epoch_order(visit(epoch), seed, epoch, steps, batch)
         first_step = epoch * steps
         return tf.data.Dataset.from_tensor_slices((first_step + tf.range(steps, dtype=tf.int64), chosen))
 
@@ -328,6 +325,20 @@ def make_train_dataset(
         return {"triples": triples, **sampler.dense_pair_labels(triples)}
 
     return _epoch_stream(epoch_batches, to_features, initial_epoch, initial_step, epochs)
+
+
+def epoch_order(pool: tf.Tensor, seed: int, epoch, steps: int, batch: int) -> tf.Tensor:
+    """int32 ``[steps, batch]``: the rows of ``index.train`` each step of ``epoch`` trains on
+    (``pool`` shuffled with a stateless draw keyed on ``(seed, epoch)``, the remainder dropped).
+
+    Also what the chief of ``--strategy parameter-server`` hands its workers, step by step
+    (`jobi_tf.ps_training`): both paths see the same batches.
+    """
+    epoch = tf.cast(epoch, tf.int64)
+    order = tf.random.experimental.stateless_shuffle(
+        tf.range(tf.shape(pool)[0]), seed=tf.stack([tf.cast(seed, tf.int64), epoch])
+    )
+    return tf.reshape(tf.gather(pool, order[: steps * batch]), [steps, batch])
 
 
 def _epoch_pool(num_train: int, seed: int, rows: EpochRows | None):

@@ -149,7 +149,7 @@ def write_projector(log_dir: Path, model, entity_labels: np.ndarray, relation_la
     keep = np.arange(num_entities)
     if num_entities > PROJECTOR_MAX_ENTITIES:
         keep = np.sort(np.argsort(-degree, kind="stable")[:PROJECTOR_MAX_ENTITIES])
-    entities = tf.gather(model.entity_embeddings, keep).numpy()  # only the rows shown: no copy of a 2M-row table
+    entities = model.entity_rows(keep).numpy()  # only the rows shown: no copy of a 2M-row (or sharded) table
     relations = model.triple_relations.numpy()
     names = [str(x) for x in relation_labels]
     if len(relations) == 2 * len(names):

@@ -27,7 +27,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from jobi_tf import summaries
+from jobi_tf import ps_training, summaries
 from jobi_tf.atomic import write_json_atomic
 from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights
 from jobi_tf.config import RunConfig
@@ -78,9 +78,14 @@ def make_optimizer(cfg: RunConfig, num_entities: int | None = None) -> keras.opt
     return _new_optimizer(name, cfg.train.lr)
 
 
-def _resolve_optimizer(cfg: RunConfig, num_entities: int) -> RunConfig:
-    """``cfg`` with ``auto`` replaced by the optimizer it picks, so config.json says what ran."""
-    chosen = choose_optimizer(cfg.train.optimizer, num_entities)
+def _resolve_optimizer(cfg: RunConfig, num_entities: int, sharded: bool = False) -> RunConfig:
+    """``cfg`` with ``auto`` replaced by the optimizer it picks, so config.json says what ran
+    (always ``lazy-adam`` on parameter servers, where dense Adam would move whole tables)."""
+    chosen = (
+        "lazy-adam"
+        if sharded and cfg.train.optimizer == "auto"
+        else choose_optimizer(cfg.train.optimizer, num_entities)
+    )
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, optimizer=chosen))
 
 
@@ -294,13 +299,21 @@ def train(
 def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     folder = RunFolder(run_dir)
     if strategy is None:
+        if cfg.distribute.strategy == "parameter-server":
+            ps_training.check_config(cfg)
+            if ps_training.serves_only():  # a ps or worker task: serve until the cluster is done
+                ps_training.serve()
         configure_devices(cfg.distribute.logical_cpus or None)
         strategy = make_strategy(cfg.distribute.strategy, cfg.distribute.gpus)
+    sharded = ps_training.is_parameter_server(strategy)
+    if sharded:
+        ps_training.check_config(cfg)
     _check_batch_splits(cfg, num_replicas(strategy))
     chief = is_chief(strategy)
     entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
-    cfg = _resolve_optimizer(cfg, index.num_entities)
-    _check_memory(cfg, index)
+    cfg = _resolve_optimizer(cfg, index.num_entities, sharded)
+    if not sharded:  # sharded tables live on the parameter servers, not here
+        _check_memory(cfg, index)
     # Before anything is written: a source run that does not fit is refused on an empty --out.
     growth = (
         plan_growth(cfg, run_dir, entities, relations, index) if cfg.train.init_from and not folder.finished else None
@@ -329,11 +342,16 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     else:
         steps = steps_per_epoch(index, cfg.sampler.batch_size, rows)
     keras.utils.set_random_seed(cfg.seed)
+    sharded = ps_training.is_parameter_server(strategy)
+    if sharded:  # tables and slots row-sharded over the parameter servers
+        model, optimizer = ps_training.build(index, cfg, strategy)
+        trainer = ps_training.ShardedTrainer(model, optimizer, strategy, index, cfg)
     with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
-        model = build_model(index, cfg)
-        optimizer = make_optimizer(cfg)
-        model.compile(optimizer=optimizer, jit_compile=_jit_compile(cfg, strategy))
-        optimizer.build(model.trainable_variables)
+        if not sharded:
+            model = build_model(index, cfg)
+            optimizer = make_optimizer(cfg)
+            model.compile(optimizer=optimizer, jit_compile=_jit_compile(cfg, strategy))
+            optimizer.build(model.trainable_variables)
         state = _fresh_state()
         if folder.checkpoint.exists():
             state = {**_fresh_state(), **load_checkpoint(folder.checkpoint, model, optimizer)}
@@ -363,6 +381,9 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         verbose = 1 if sys.stderr.isatty() else 2
 
     def fit(first_epoch: int, first_step: int, last_epoch: int) -> None:
+        if sharded:
+            trainer.fit(last_epoch, first_epoch, first_step, callbacks, verbose if chief else 0)
+            return
         where = {"seed": cfg.seed, "initial_epoch": first_epoch, "initial_step": first_step, "epochs": last_epoch}
         if k_vs_all:
             dataset = make_query_dataset(index, cfg.sampler, joint=cfg.model.joint, **where)

@@ -28,19 +28,23 @@ from jobi_tf.objectives import (
     get_objective,
     replica_share,
 )
+from jobi_tf.sharding import ShardedTable, glorot_blocks
 from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = ["JoBiModel"]
 
 
-def _rows(table: keras.Variable, ids: tf.Tensor) -> tf.Tensor:
-    """Rows ``ids`` of an embedding table, read as a sparse gather of the variable itself.
+def _rows(table: keras.Variable | ShardedTable, ids: tf.Tensor) -> tf.Tensor:
+    """Rows ``ids`` of an embedding table, read as a sparse gather of the variable itself
+    (of the blocks that hold them, for a table sharded over parameter servers).
 
     Why not ``tf.gather(table, ids)``: that converts the Keras variable to a tensor first (a
     read of the whole table); without XLA the optimizer's later row update then finds the
     table's buffer still shared with that read and copies the whole table (seconds per step
     for a 2M-row table). Gathering from the backing ``tf.Variable`` reads only the rows.
     """
+    if isinstance(table, ShardedTable):
+        return table.gather(ids)
     backing = getattr(table, "value", table)
     return tf.gather(backing if isinstance(backing, tf.Variable) else table, ids)
 
@@ -76,6 +80,13 @@ class JoBiModel(keras.Model):
             num_relations`` being ``r``'s inverse, and a head query ``(?, r, t)`` is scored
             as the tail query ``(t, r⁻¹, ?)`` (Lacroix et al., 2018). Sampled softmax then
             needs ``positive_corrupt_tail``: a softmax must rank the answers of one query.
+        table_shards: 0 (default): the tables are Keras weights. N > 0: each is a
+            `jobi_tf.sharding.ShardedTable` (the entity table in N row blocks, each relation
+            table in one), created inside a ``ParameterServerStrategy`` scope so the blocks
+            live on the parameter servers, and trained by `jobi_tf.ps_training`, not ``fit``.
+            Sampled softmax only (1-vs-all and relation prediction read whole tables). Not part
+            of the config: a sharded run's weights load into an unsharded model of the same config.
+        table_seed: the seed of the sharded tables' initial rows (`jobi_tf.sharding.glorot_blocks`).
 
     Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
     sampled softmax, ``candidates [B, K_b]``, ``corrupt_tail [B, K_b]``, optional
@@ -108,6 +119,8 @@ class JoBiModel(keras.Model):
         label_smoothing: float = 0.0,
         relation_prediction: float = 0.0,
         slot_weight: float = 0.0,
+        table_shards: int = 0,
+        table_seed: int = 0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -141,25 +154,56 @@ class JoBiModel(keras.Model):
         self.reciprocal = reciprocal
         rows = num_relations * (2 if reciprocal else 1)
         ew, rw = self.scorer.entity_width(dim), self.scorer.relation_width(dim)
-        self.entity_embeddings = self.add_weight(
-            shape=(num_entities, ew), initializer=_initializer(init, ew), name="entity_embeddings"
-        )
-        self.triple_relations = self.add_weight(
-            shape=(rows, rw), initializer=_initializer(init, rw), name="triple_relations"
-        )
-        self.pair_relations = (
-            self.add_weight(shape=(rows, rw), initializer=_initializer(init, rw), name="pair_relations")
-            if joint
-            else None
-        )
+        self.table_shards = table_shards
+        if table_shards:
+            self._check_shardable()
+            sharded = lambda name, shape, shards, stream: ShardedTable(  # noqa: E731
+                glorot_blocks(*shape, table_seed, stream, init), shards, f"{self.name}/{name}", shape=shape
+            )
+            self.entity_embeddings = sharded(
+                "entity_embeddings", (num_entities, ew), min(table_shards, num_entities), 0
+            )
+            self.triple_relations = sharded("triple_relations", (rows, rw), 1, 1)
+            self.pair_relations = sharded("pair_relations", (rows, rw), 1, 2) if joint else None
+        else:
+            self.entity_embeddings = self.add_weight(
+                shape=(num_entities, ew), initializer=_initializer(init, ew), name="entity_embeddings"
+            )
+            self.triple_relations = self.add_weight(
+                shape=(rows, rw), initializer=_initializer(init, rw), name="triple_relations"
+            )
+            self.pair_relations = (
+                self.add_weight(shape=(rows, rw), initializer=_initializer(init, rw), name="pair_relations")
+                if joint
+                else None
+            )
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
         self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
         self.built = True  # every variable exists now; no input is needed to build
 
+    def _check_shardable(self) -> None:
+        """Sharded tables are read a row at a time: refuse what reads a whole table."""
+        if self.objective.candidates != "sampled":
+            raise ValueError(
+                f"table_shards: loss {self.loss_kind!r} scores every entity (a whole-table read each step); "
+                "sharded tables train with sampled softmax"
+            )
+        if self.relation_prediction:
+            raise ValueError("table_shards: relation_prediction reads the whole relation table; set it to 0")
+        if self.scorer.weights:
+            raise ValueError("table_shards: a scorer with weights of its own cannot be sharded")
+
+    @property
+    def sharded_tables(self) -> list[ShardedTable]:
+        """The tables held as `ShardedTable`s (none unless ``table_shards``)."""
+        tables = [self.entity_embeddings, self.triple_relations, self.pair_relations]
+        return [t for t in tables if isinstance(t, ShardedTable)]
+
     @classmethod
-    def from_run_config(cls, cfg, num_entities: int, num_relations: int) -> JoBiModel:
-        """The model a `jobi_tf.config.RunConfig` describes, for a graph of this size."""
+    def from_run_config(cls, cfg, num_entities: int, num_relations: int, **placement) -> JoBiModel:
+        """The model a `jobi_tf.config.RunConfig` describes, for a graph of this size
+        (``placement``: ``table_shards``, ``table_seed``)."""
         return cls(
             num_entities=num_entities,
             num_relations=num_relations,
@@ -176,6 +220,7 @@ class JoBiModel(keras.Model):
             init=cfg.model.init,
             reciprocal=cfg.model.reciprocal,
             name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
+            **placement,
         )
 
     def train_step(self, data):
@@ -281,14 +326,23 @@ class JoBiModel(keras.Model):
         scores of an int ``[B, 3]`` id tensor (what ``predict`` on triples gives)."""
         if not isinstance(features, dict):
             return self.score_triples(_checked_triples(features))
+        logits, penalty = self.forward(features)
+        if penalty is not None:
+            self.add_loss(penalty)
+        return logits
+
+    def forward(self, features: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], tf.Tensor | None]:
+        """A sampler batch's training logits and the regularizer's weighted penalty (None
+        without one): ``call`` without Keras's call machinery, for loops of our own."""
         self._check_features(features)
         batch = ScoredBatch(self, features)
         out: dict[str, tf.Tensor] = {}
         for objective in self.objectives:
             out.update(objective.logits(batch))
+        penalty = None
         if self.regularization:
-            self.add_loss(self.regularization * replica_share(tf.reduce_mean(self._penalty(batch))))
-        return out
+            penalty = self.regularization * replica_share(tf.reduce_mean(self._penalty(batch)))
+        return out, penalty
 
     def _check_features(self, features: dict[str, tf.Tensor]) -> None:
         missing = sorted({"triples", *(f for o in self.objectives for f in o.features)} - set(features))
@@ -317,20 +371,37 @@ class JoBiModel(keras.Model):
         flat = [n if n.shape.rank == 2 else n[:, None] for n in norms]
         return tf.reduce_mean(tf.concat(flat, axis=1), axis=1)
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """``L_tri + alpha * L_bi`` (+ ``relation_prediction * L_rel``, + the penalty added in
-        ``call``); also feeds the ``triple_loss``, ``pair_loss`` and ``relation_loss`` trackers."""
-        tri = self.objective.loss(x, y_pred)
-        self.triple_loss_tracker.update_state(_unscale(tri))
-        total = tri
+    def loss_terms(self, features: dict[str, tf.Tensor], logits: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """Each objective's loss, unweighted: ``triple_loss``, and ``pair_loss`` (``joint``) and
+        ``relation_loss`` (``relation_prediction``) when in use."""
+        terms = {"triple_loss": self.objective.loss(features, logits)}
         if self.joint:
-            pair = self.pair_objective.loss(x, y_pred)
-            self.pair_loss_tracker.update_state(_unscale(pair))
-            total = total + self.alpha * pair
+            terms["pair_loss"] = self.pair_objective.loss(features, logits)
         if self.relation_objective is not None:
-            rel = self.relation_objective.loss(x, y_pred)
-            self.relation_loss_tracker.update_state(_unscale(rel))
-            total = total + self.relation_prediction * rel
+            terms["relation_loss"] = self.relation_objective.loss(features, logits)
+        return terms
+
+    def weighted_loss(self, terms: dict[str, tf.Tensor]) -> tf.Tensor:
+        """``L_tri + alpha * L_bi + relation_prediction * L_rel`` of `loss_terms`."""
+        total = terms["triple_loss"]
+        if "pair_loss" in terms:
+            total = total + self.alpha * terms["pair_loss"]
+        if "relation_loss" in terms:
+            total = total + self.relation_prediction * terms["relation_loss"]
+        return total
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """`weighted_loss` (+ the penalty added in ``call``); also feeds the ``triple_loss``,
+        ``pair_loss`` and ``relation_loss`` trackers."""
+        terms = self.loss_terms(x, y_pred)
+        trackers = {
+            "triple_loss": self.triple_loss_tracker,
+            "pair_loss": self.pair_loss_tracker,
+            "relation_loss": self.relation_loss_tracker,
+        }
+        for name, value in terms.items():
+            trackers[name].update_state(_unscale(value))
+        total = self.weighted_loss(terms)
         for penalty in self.losses:
             total = total + penalty
         return total
