@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -41,13 +42,19 @@ from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
 from jobi_tf.training import load_data, train  # noqa: E402
 
 
-def config(epochs: int, ps_shards: int) -> RunConfig:
+def config(epochs: int, ps_shards: int, checkpoint_steps: int = 0) -> RunConfig:
     return RunConfig(
         data=DataConfig(dataset="synthetic", synthetic_entities=300, synthetic_relations=8, synthetic_triples=4000),
         sampler=SamplerConfig(batch_size=100, neg=16, p=0.3),
         model=ModelConfig(model="complex", dim=16, joint=True),
         train=TrainConfig(
-            epochs=epochs, eval_every=epochs, patience=10, lr=0.01, optimizer="lazy-adam", jit_compile=False
+            epochs=epochs,
+            eval_every=epochs,
+            patience=10,
+            lr=0.01,
+            optimizer="lazy-adam",
+            jit_compile=False,
+            checkpoint_steps=checkpoint_steps,
         ),
         distribute=DistributeConfig(ps_shards=ps_shards),
         seed=11,
@@ -96,9 +103,11 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--ps", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--checkpoint-steps", type=int, default=0, help="also checkpoint every N steps (logged)")
     a = ap.parse_args()
     out = Path(a.out)
-    cfg = config(a.epochs, a.ps)
+    cfg = config(a.epochs, a.ps, a.checkpoint_steps)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     data = load_data(cfg)
     index = data[2]
     strategy = in_process_cluster(a.ps, a.workers)

@@ -87,16 +87,27 @@ class Cluster:
         self._watch.start()
 
     def _watchdog(self) -> None:
-        while not self._stop.is_set():
-            for name, proc in list(self.procs.items()):
-                if proc.poll() is not None:
-                    continue
-                rss = rss_bytes(proc.pid)
-                self.peak[name] = max(self.peak[name], rss)
-                if rss > self.cap:
-                    self.over_cap.append(name)
-                    proc.send_signal(signal.SIGKILL)
-            time.sleep(0.2)
+        """Enforce the cap; every 10 s also log each process's RSS to ``<phase>-rss.tsv``
+        (what a process holds while it sets up, trains and evaluates)."""
+        started = next_line = time.monotonic()
+        with open(self.log_dir / f"{self.phase}-rss.tsv", "w") as timeline:
+            timeline.write("seconds\tprocess\trss_gib\n")
+            while not self._stop.is_set():
+                now = time.monotonic()
+                for name, proc in list(self.procs.items()):
+                    if proc.poll() is not None:
+                        continue
+                    rss = rss_bytes(proc.pid)
+                    self.peak[name] = max(self.peak[name], rss)
+                    if rss > self.cap:
+                        self.over_cap.append(name)
+                        proc.send_signal(signal.SIGKILL)
+                    if now >= next_line:
+                        timeline.write(f"{now - started:.0f}\t{name}\t{rss / 2**30:.3f}\n")
+                if now >= next_line:
+                    timeline.flush()
+                    next_line = now + 10
+                time.sleep(0.2)
 
     def kill(self, name: str) -> None:
         proc = self.procs[name]
@@ -113,8 +124,11 @@ class Cluster:
             codes[name] = proc.wait()
         return codes
 
-    def last_line(self, name: str) -> str:
+    def last_line(self, name: str, containing: str | None = None) -> str:
+        """The last ``Error:`` line of a process's log (else its last line), or the last one ``containing``."""
         lines = (self.log_dir / f"{self.phase}-{name}.log").read_text(errors="replace").strip().splitlines()
+        if containing is not None:
+            return next((x for x in reversed(lines) if containing in x), "")
         errors = [x for x in lines if x.startswith("Error:")]
         useful = errors or [x for x in lines if x.strip() and "cuda" not in x.lower() and "absl" not in x]
         return useful[-1] if useful else ""
@@ -161,6 +175,8 @@ def run_phase(args, command, spec, log_dir, phase, kill_worker_after=None, kill_
         "timed_out": timed_out,
         "wall_s": round(wall, 1),
         "chief_last_line": cluster.last_line("chief0"),
+        "chief_resumed": cluster.last_line("chief0", "resuming "),
+        "chief_last_checkpoint": cluster.last_line("chief0", "checkpoint written"),
         "peak_rss_gib": {k: round(v / 2**30, 3) for k, v in cluster.peak.items()},
         "over_cap": cluster.over_cap,
         "events": events,
@@ -180,6 +196,7 @@ def main() -> int:
     ap.add_argument("--neg", type=int, default=100)
     ap.add_argument("--shared-negatives", type=int, default=1000)
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--checkpoint-steps", type=int, default=0, help="passed on: checkpoint every N steps")
     ap.add_argument("--kill-worker-after", type=float, default=None)
     ap.add_argument("--kill-ps-after", type=float, default=None)
     ap.add_argument("--timeout", type=float, default=3600)
@@ -204,7 +221,8 @@ def main() -> int:
         "-v", "train", "--strategy", "parameter-server", "--data-dir", args.data_dir, "--model", args.model,
         "--dim", str(args.dim), "--batch-size", str(args.batch_size), "--neg", str(args.neg),
         "--shared-negatives", str(args.shared_negatives), "--joint", "--p", "0.3",
-        "--epochs", str(args.epochs), "--eval-every", "1", "--out", str(out),
+        "--epochs", str(args.epochs), "--eval-every", "1", "--checkpoint-steps", str(args.checkpoint_steps),
+        "--out", str(out),
     ]  # fmt: skip
     phases = [run_phase(args, command, spec, log_dir, "run", args.kill_worker_after, args.kill_ps_after)]
     if args.kill_ps_after is not None:

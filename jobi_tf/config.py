@@ -237,6 +237,8 @@ class TrainConfig:
             above; a run records the optimizer ``auto`` chose.
         epochs: upper bound; early stopping usually ends sooner.
         eval_every: validate (and checkpoint) every this many epochs.
+        checkpoint_steps: also checkpoint every this many steps inside an epoch (0: never);
+            what a crash can cost when one epoch takes hours (a Freebase-size graph).
         patience: stop after this many validations without a better ``monitor``.
         monitor: the validation metric that picks the best weights and stops the run:
             ``hits@10`` (the paper's) or ``mrr``/``hits@1``/``hits@3``. On FB15k-237 Hits@10
@@ -290,6 +292,12 @@ class TrainConfig:
     )
     epochs: int = setting(200, "Maximum epochs.")
     eval_every: int = setting(5, "Validate every N epochs.")
+    checkpoint_steps: int = setting(
+        0,
+        "Also checkpoint every N steps inside an epoch (0: only at validations), so a crash loses at most N "
+        "steps; for epochs that take hours.",
+        metavar="N",
+    )
     patience: int = setting(3, "Stop after this many validations without a better --monitor.")
     monitor: str = setting(
         "hits@10", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
@@ -330,6 +338,7 @@ class TrainConfig:
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _positive_int("epochs", self.epochs)
         _positive_int("eval_every", self.eval_every)
+        _positive_int("checkpoint_steps", self.checkpoint_steps, minimum=0)
         _positive_int("patience", self.patience)
         _choice("monitor", self.monitor, MONITORS)
         _probability("replay", self.replay)
@@ -477,6 +486,7 @@ class RunConfig:
         d.pop("distribute")  # a run may continue on other devices
         d["train"].pop("epochs")
         d["train"].pop("patience")
+        d["train"].pop("checkpoint_steps")  # when to save, not what is trained
         return d
 
 

@@ -133,12 +133,13 @@ class ShardedTrainer:
         self.in_flight = IN_FLIGHT_PER_WORKER * max(1, num_workers(strategy))
         self._step_fn = tf.function(self._step)
 
-    def _step(self, chosen: tf.Tensor, step: tf.Tensor) -> dict[str, tf.Tensor]:
-        """One training step on a worker; traced on the chief, so the graph's constants (the
-        training triples and the sampler's pools) travel to each worker once, with the function."""
+    def _step(self, triples: tf.Tensor, step: tf.Tensor) -> dict[str, tf.Tensor]:
+        """One training step on a worker; traced on the chief, so the sampler's pools travel to
+        each worker once, as constants of the function. The batch's triples come with each call
+        (12 KB at batch 1000): no worker holds the training set."""
         model = self.model
         sampler = NegativeSampler(self.index, self.cfg.sampler, self.cfg.seed)
-        features = sampler(tf.gather(tf.constant(self.index.train, tf.int32), chosen), step)
+        features = sampler(triples, step)
         tables = model.sharded_tables
         with tf.GradientTape() as tape:
             logits, penalty = model.forward(features)
@@ -192,9 +193,14 @@ class ShardedTrainer:
             done += 1
 
         for step in range(first, self.steps):
-            args = (tf.constant(order[step]), tf.constant(epoch * self.steps + step, tf.int64))
+            args = (
+                tf.constant(self.index.train[order[step]], tf.int32),
+                tf.constant(epoch * self.steps + step, tf.int64),
+            )
             pending.append(self.coordinator.schedule(self._step_fn, args=args))
-            while len(pending) > self.in_flight:
+            every = self.cfg.train.checkpoint_steps
+            drain = every and (step + 1) % every == 0  # a periodic checkpoint sees no step in flight
+            while len(pending) > (0 if drain else self.in_flight):
                 read_one()
             if self.model.stop_training:  # a signal or a bad loss: schedule no more
                 break

@@ -355,7 +355,9 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         state = _fresh_state()
         if folder.checkpoint.exists():
             state = {**_fresh_state(), **load_checkpoint(folder.checkpoint, model, optimizer)}
-            logger.info("resuming %s from epoch %d, step %d", run_dir, state["epoch"], state["step"])
+            logger.info(  # 1-based, as the stop messages count: the next batch is step + 1 of that epoch
+                "resuming %s at epoch %d after step %d", run_dir, state["epoch"] + 1, state["step"]
+            )
         elif growth is not None:
             carry_over(growth, model, optimizer, cfg.train.optimizer)
             state["warm_start"] = {"from": str(growth.source.path), **growth.summary()}
@@ -375,6 +377,8 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         guard=guard,
     )
     callbacks = [guard, Throughput(cfg.sampler.batch_size), validation]
+    if cfg.train.checkpoint_steps:
+        callbacks.append(PeriodicCheckpoint(cfg.train.checkpoint_steps, run_dir, state, guard, write=chief))
     if chief:
         callbacks.append(summaries.RunSummaries(folder.tensorboard, state))
     if verbose is None:
@@ -438,6 +442,30 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     if not chief:
         return TrainResult(run_dir, {k: state[k] for k in ("epoch", "final_weights_sha256") if k in state})
     return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
+
+
+class PeriodicCheckpoint(keras.callbacks.Callback):
+    """A resumable checkpoint every ``every`` steps inside an epoch (``--checkpoint-steps``).
+
+    Why: a run resumes from its last checkpoint, which validation writes once per
+    ``eval_every`` epochs; at Freebase size an epoch takes hours, and a crash (a lost
+    parameter server, a rebooted machine) would cost all of it. The checkpoint records
+    ``(epoch, step)`` like a signal's, so the resumed run sees the batches an uninterrupted one
+    would. Runs after `StopGuard` in the callback list (it reads the guard's position).
+    """
+
+    def __init__(self, every: int, run_dir: Path, state: dict, guard: StopGuard, write: bool) -> None:
+        super().__init__()
+        self.every, self.run_dir, self.state, self.guard, self.write = every, run_dir, state, guard, write
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        guard = self.guard
+        if guard.step % self.every or guard.step >= guard.steps or guard.cut_short:
+            return  # not yet; or the epoch's end and a stop, which save on their own
+        if self.write:
+            self.state.update(epoch=guard.epoch, step=guard.step)
+            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state)
+            logger.info("epoch %d, step %d: checkpoint written", guard.epoch + 1, guard.step)
 
 
 def _checkpoint_interrupted(run_dir: Path, model, state: dict, guard: StopGuard, chief: bool) -> None:
@@ -534,7 +562,10 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
     summaries.write_test(folder.tensorboard, metrics["test"], metrics["valid"], metrics["best_epoch"])
     entities, relations = folder.read_vocabs()
     summaries.write_projector(folder.tensorboard, model, entities.labels, relations.labels, evaluator.index.train)
-    summaries.write_graph(folder.tensorboard, model)
+    if model.table_shards:  # tracing would collect run metadata from every task, lost workers included
+        logger.info("parameter-server run: no Graphs tab (the graph is the single-device one: `jobi-tf export`)")
+    else:
+        summaries.write_graph(folder.tensorboard, model)
     return metrics
 
 

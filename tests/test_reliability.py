@@ -225,6 +225,17 @@ def test_a_lock_from_another_host_names_the_file_to_delete(tmp_path):
             pass
 
 
+def _resumes_at_epoch_2_step_4_and_ends_like(straight: dict, run: Path) -> None:
+    """The checkpoint holds (epoch 1, step 4); the rerun ends with ``straight``'s metrics."""
+    state = load_checkpoint_state(run / "checkpoint.npz")
+    assert (state["epoch"], state["step"]) == (1, 4)
+    resumed = train(_cfg(batch_size=40, epochs=3), run, verbose=0).metrics
+    assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3]
+    for split in ("valid", "test"):
+        assert resumed[split]["mrr"] == straight[split]["mrr"]
+        assert resumed[split]["hits@10"] == straight[split]["hits@10"]
+
+
 def test_a_run_stopped_mid_epoch_resumes_at_that_batch(tmp_path, monkeypatch):
     """A signal during epoch 2 stops after the next batch; the checkpoint records (epoch 1,
     step 4) and the resumed run finishes that epoch from batch 5, ending exactly where an
@@ -243,14 +254,29 @@ def test_a_run_stopped_mid_epoch_resumes_at_that_batch(tmp_path, monkeypatch):
     with pytest.raises(TrainingStopped, match=r"stopped by SIGINT at epoch 2, step 4; checkpoint written") as info:
         train(_cfg(batch_size=40, epochs=3), tmp_path / "run", verbose=0)
     assert info.value.exit_code == 130
-    state = load_checkpoint_state(tmp_path / "run" / "checkpoint.npz")
-    assert (state["epoch"], state["step"]) == (1, 4)
     monkeypatch.setattr(StopGuard, "on_train_batch_end", original)
-    resumed = train(_cfg(batch_size=40, epochs=3), tmp_path / "run", verbose=0).metrics
-    assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3]
-    for split in ("valid", "test"):
-        assert resumed[split]["mrr"] == straight[split]["mrr"]
-        assert resumed[split]["hits@10"] == straight[split]["hits@10"]
+    _resumes_at_epoch_2_step_4_and_ends_like(straight, tmp_path / "run")
+
+
+def test_checkpoint_steps_bound_what_a_crash_loses_and_the_rerun_ends_like_an_uninterrupted_run(tmp_path, monkeypatch):
+    """With ``--checkpoint-steps 2`` a crash at epoch 2, step 5 (no handler runs) leaves the
+    checkpoint of step 4; the rerun (which may save on another cadence) resumes there and
+    ends exactly where an uninterrupted run ends."""
+    from jobi_tf.training import StopGuard
+
+    straight = train(_cfg(batch_size=40, epochs=3), tmp_path / "straight", verbose=0).metrics
+    original = StopGuard.on_train_batch_end
+
+    def crash_in_epoch_2(self, batch, logs=None):
+        original(self, batch, logs)
+        if (self.epoch, self.step) == (1, 5):
+            raise RuntimeError("power cut")
+
+    monkeypatch.setattr(StopGuard, "on_train_batch_end", crash_in_epoch_2)
+    with pytest.raises(RuntimeError, match="power cut"):
+        train(_cfg(batch_size=40, epochs=3, checkpoint_steps=2), tmp_path / "run", verbose=0)
+    monkeypatch.setattr(StopGuard, "on_train_batch_end", original)
+    _resumes_at_epoch_2_step_4_and_ends_like(straight, tmp_path / "run")
 
 
 def test_sigint_stops_a_grid_which_exits_and_resumes(tmp_path, straight):
