@@ -1,9 +1,14 @@
 """The pooled CPU allocator is the default, an explicit choice is kept, and it removes the page faults.
 
-The behavioural test trains the same JoBi step in two fresh processes, with the library's
-default and with ``TF_CPU_ALLOCATOR_USE_BFC=false``, and counts minor page faults per step:
-with TensorFlow's default allocator every large temporary (here the ``[500, 50, 400]`` block
-of candidate rows, 40 MB) is mapped and faulted in again each step.
+That TensorFlow really runs on the pool is checked through the pool's bound: with
+``TF_CPU_BFC_MEM_LIMIT_IN_MB`` set low, a block larger than the bound is refused under the
+library's default and allocated with ``TF_CPU_ALLOCATOR_USE_BFC=false`` (TensorFlow's default
+allocator ignores the bound). The page-fault tests train the same JoBi step in fresh processes
+and count minor page faults per step: with the pool, a step's large temporaries (here the
+``[500, 50, 400]`` block of candidate rows, 40 MB, ~10,000 faults of 4 KiB pages if mapped
+afresh) are reused. Whether TensorFlow's default allocator faults them in again every step
+depends on the machine (it did on the machines of docs/performance.md, not on every kernel),
+so the comparison with it runs only where it does.
 
 The huge-page tests restart a probe script as the ``jobi-tf`` command restarts itself and
 read from ``/proc/self/smaps_rollup`` how much of a large block the kernel backs with 2 MiB pages.
@@ -85,12 +90,37 @@ def test_a_user_limit_is_kept():
     assert env == {ALLOCATOR_VARIABLE: "true", LIMIT_VARIABLE: "1234"}
 
 
-def test_the_default_removes_the_page_faults_of_a_training_step():
-    pooled = json.loads(_run(_STEP_PROBE, _clean_env()))["faults_per_step"]
-    system = json.loads(_run(_STEP_PROBE, _clean_env(**{ALLOCATOR_VARIABLE: "false"})))["faults_per_step"]
-    # One 40 MB temporary alone is ~10,000 faults of 4 KiB pages; the pool reuses its blocks.
-    assert system > 10_000, f"TensorFlow's default allocator no longer faults ({system}/step): revisit jobi_tf.runtime"
-    assert pooled < 0.1 * system, (pooled, system)
+_BOUND_PROBE = """
+import jobi_tf  # before TensorFlow, as the CLI does
+import tensorflow as tf
+try:
+    tf.fill([64 * 2**20], 1.0)  # 256 MiB
+    print("allocated")
+except tf.errors.ResourceExhaustedError:
+    print("refused")
+"""
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "refused"), ("false", "allocated")])
+def test_tensorflow_allocates_from_the_pool_by_default(given, expected):
+    extra = {LIMIT_VARIABLE: "64"} | ({ALLOCATOR_VARIABLE: given} if given else {})
+    assert _run(_BOUND_PROBE, _clean_env(**extra)) == expected
+
+
+def _faults_per_step(**extra: str) -> float:
+    return json.loads(_run(_STEP_PROBE, _clean_env(**extra)))["faults_per_step"]
+
+
+def test_a_pooled_training_step_takes_few_page_faults():
+    # One 40 MB temporary mapped afresh would alone be ~10,000 faults of 4 KiB pages.
+    assert _faults_per_step() < 1_000
+
+
+def test_the_pool_removes_the_faults_of_the_default_allocator():
+    system = _faults_per_step(**{ALLOCATOR_VARIABLE: "false"})
+    if system < 10_000:
+        pytest.skip(f"TensorFlow's default allocator reuses its blocks on this machine ({system:.0f} faults/step)")
+    assert _faults_per_step() < 0.1 * system
 
 
 def test_startup_filter_drops_only_the_gpu_probe_lines(capfd):
