@@ -63,7 +63,7 @@ def matmul_gflops(batch: int, width: int, entities: int, repeats: int = 5) -> fl
     return 2 * batch * width * entities / statistics.median(times) / 1e9
 
 
-def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "full-softmax") -> dict:
+def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "full-softmax", jit: bool = True) -> dict:
     keras.utils.set_random_seed(0)
     model = JoBiModel(
         index.num_entities,
@@ -76,7 +76,7 @@ def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "ful
         regularization=0.05,
         regularizer="n3",
     )
-    model.compile(optimizer=make_optimizer("adagrad", 0.1), jit_compile=True)
+    model.compile(optimizer=make_optimizer("adagrad", 0.1), jit_compile=jit)
     sampler = SamplerConfig(batch_size=args.batch_size)
     if loss == "k-vs-all":
         dataset = make_query_dataset(index, sampler, joint=joint)
@@ -96,6 +96,7 @@ def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "ful
     flops = 3 * directions * heads * args.batch_size * index.num_entities * (2 * dim) * 2
     return {
         "loss": loss,
+        "jit": jit,
         "rank": dim,
         "joint": joint,
         "median_step_ms": round(1000 * step, 1),
@@ -116,6 +117,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--losses", nargs="+", default=["full-softmax"], choices=["full-softmax", "k-vs-all"])
+    parser.add_argument("--heads", nargs="+", default=["baseline", "jobi"], choices=["baseline", "jobi"])
+    parser.add_argument(
+        "--jit", nargs="+", default=["on"], choices=["on", "off"], help="XLA on, off, or both (same run)"
+    )
     args = parser.parse_args()
     folder = str(data_dir("fb15k-237", args.data_dir))
     _, _, index = load_index(DataConfig(dataset="fb15k-237", data_dir=folder))
@@ -123,12 +128,15 @@ def main() -> None:
     for dim in args.dims:
         peak = matmul_gflops(args.batch_size, 2 * dim, index.num_entities)
         for loss in args.losses:
-            for joint in (False, True):
-                result = one(index, dim, joint, args, loss)
+            for joint, jit in [(h == "jobi", j == "on") for h in args.heads for j in args.jit]:
+                result = one(index, dim, joint, args, loss, jit)
                 result["matmul_gflops_same_shape"] = round(peak, 1)
                 result["share_of_matmul_limit"] = round(result["gflops"] / peak, 2)
                 results.append(result)
-    usages = {f"{r['loss']} rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}": r.pop("_usage") for r in results}
+    usages = {
+        f"{r['loss']} rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}{'' if r['jit'] else ' no-jit'}": r.pop("_usage")
+        for r in results
+    }
     emit(
         {
             "bench": "one_vs_all_speed",
