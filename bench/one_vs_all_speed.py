@@ -134,7 +134,9 @@ def main() -> None:
                 result["share_of_matmul_limit"] = round(result["gflops"] / peak, 2)
                 results.append(result)
     usages = {
-        f"{r['loss']} rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}{'' if r['jit'] else ' no-jit'}": r.pop("_usage")
+        f"{r['loss']} rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}{'' if r['jit'] else ' no-jit'}": r.pop(
+            "_usage"
+        )
         for r in results
     }
     emit(
