@@ -43,3 +43,22 @@ def test_usage_counts_cpu_time_of_its_block():
         sum(i * i for i in range(300_000))
     assert used.user > 0 and used.wall > 0
     assert set(used.record()) == {"user_s", "system_s", "minor_faults", "system_share", "wall_s"}
+
+
+def test_time_curves_place_each_validation_at_the_training_time_before_it(tmp_path):
+    import tensorflow as tf
+    from plot_time_curves import time_curve
+
+    # Epoch 2 was cut by a stop (30 s) and finished after a resume (5 s): both parts count.
+    writer = tf.summary.create_file_writer(str(tmp_path / "tensorboard"))
+    with writer.as_default():
+        for epoch, seconds in [(1, 10.0), (2, 30.0), (2, 5.0), (3, 20.0), (4, 7.0)]:
+            tf.summary.scalar("speed/epoch_seconds", seconds, step=epoch)
+        tf.summary.scalar("valid/mrr", 0.25, step=2)
+        tf.summary.scalar("valid/mrr", 0.5, step=4)
+        tf.summary.text("config", "not a scalar", step=0)
+    writer.close()
+    assert time_curve(tmp_path) == [
+        {"epoch": 2, "train_seconds": 45.0, "mrr": 0.25},
+        {"epoch": 4, "train_seconds": 72.0, "mrr": 0.5},
+    ]
