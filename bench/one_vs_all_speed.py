@@ -63,7 +63,15 @@ def matmul_gflops(batch: int, width: int, entities: int, repeats: int = 5) -> fl
     return 2 * batch * width * entities / statistics.median(times) / 1e9
 
 
-def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "full-softmax", jit: bool = True) -> dict:
+def one(
+    index,
+    dim: int,
+    joint: bool,
+    args: argparse.Namespace,
+    loss: str = "full-softmax",
+    jit: bool = True,
+    dtype: str = "float32",
+) -> dict:
     keras.utils.set_random_seed(0)
     model = JoBiModel(
         index.num_entities,
@@ -75,6 +83,7 @@ def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "ful
         reciprocal=True,
         regularization=0.05,
         regularizer="n3",
+        matmul_dtype=dtype,
     )
     model.compile(optimizer=make_optimizer("adagrad", 0.1), jit_compile=jit)
     sampler = SamplerConfig(batch_size=args.batch_size)
@@ -97,6 +106,7 @@ def one(index, dim: int, joint: bool, args: argparse.Namespace, loss: str = "ful
     return {
         "loss": loss,
         "jit": jit,
+        "matmul_dtype": dtype,
         "rank": dim,
         "joint": joint,
         "median_step_ms": round(1000 * step, 1),
@@ -121,6 +131,7 @@ def main() -> None:
     parser.add_argument(
         "--jit", nargs="+", default=["on"], choices=["on", "off"], help="XLA on, off, or both (same run)"
     )
+    parser.add_argument("--matmul-dtypes", nargs="+", default=["float32"], choices=["float32", "bfloat16"])
     args = parser.parse_args()
     folder = str(data_dir("fb15k-237", args.data_dir))
     _, _, index = load_index(DataConfig(dataset="fb15k-237", data_dir=folder))
@@ -128,15 +139,15 @@ def main() -> None:
     for dim in args.dims:
         peak = matmul_gflops(args.batch_size, 2 * dim, index.num_entities)
         for loss in args.losses:
-            for joint, jit in [(h == "jobi", j == "on") for h in args.heads for j in args.jit]:
-                result = one(index, dim, joint, args, loss, jit)
+            settings = [(h == "jobi", j == "on", d) for h in args.heads for j in args.jit for d in args.matmul_dtypes]
+            for joint, jit, dtype in settings:
+                result = one(index, dim, joint, args, loss, jit, dtype)
                 result["matmul_gflops_same_shape"] = round(peak, 1)
                 result["share_of_matmul_limit"] = round(result["gflops"] / peak, 2)
                 results.append(result)
     usages = {
-        f"{r['loss']} rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}{'' if r['jit'] else ' no-jit'}": r.pop(
-            "_usage"
-        )
+        f"{r['loss']} rank {r['rank']} {'jobi' if r['joint'] else 'baseline'}{'' if r['jit'] else ' no-jit'}"
+        f" {r['matmul_dtype']}": r.pop("_usage")
         for r in results
     }
     emit(

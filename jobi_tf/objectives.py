@@ -80,8 +80,7 @@ class ScoredBatch:
     def all_entities(self) -> tuple[tf.Tensor, tf.Tensor]:
         """``([B, S, E], [B, S, E])``: every entity scored as the tail, then as the head."""
         if self._all is None:
-            scorer, table = self.model.scorer, self.model.entity_embeddings
-            self._all = scorer.score_candidates(self.tail_q, table), scorer.score_candidates(self.head_q, table)
+            self._all = self._every_entity(self.tail_q), self._every_entity(self.head_q)
         return self._all
 
     def query_scores(self) -> tf.Tensor:
@@ -89,9 +88,23 @@ class ScoredBatch:
         tail query where ``query_is_tail``, else the head query), one matmul per row."""
         if self._query is None:
             side = self.features["query_is_tail"][:, None, None]
-            query = tf.where(side, self.tail_q, self.head_q)
-            self._query = self.model.scorer.score_candidates(query, self.model.entity_embeddings)
+            self._query = self._every_entity(tf.where(side, self.tail_q, self.head_q))
         return self._query
+
+    def _every_entity(self, queries: tf.Tensor) -> tf.Tensor:
+        """``[B, S, E]`` scores of every entity, the product in the model's ``matmul_dtype``.
+
+        Why a dtype of its own: these products are nearly all of a 1-vs-all step's work, and
+        in bfloat16 they run about 1.6x faster where the hardware has bfloat16 dot products;
+        the result comes back as float32, so the softmax, the losses and the tables stay
+        float32.
+        """
+        model = self.model
+        if model.matmul_dtype == "float32":
+            return model.scorer.score_candidates(queries, model.entity_embeddings)
+        dtype = tf.as_dtype(model.matmul_dtype)
+        table = tf.cast(model.entity_embeddings, dtype)
+        return tf.cast(model.scorer.score_candidates(tf.cast(queries, dtype), table), queries.dtype)
 
     def _score_sampled(self) -> tf.Tensor:
         model, features, rows = self.model, self.features, self.rows

@@ -190,3 +190,57 @@ def test_slot_weight_counts_slot_entities_more_in_the_training_softmax():
     assert float(plain) != pytest.approx(expected, rel=1e-3)
     with pytest.raises(ValueError, match="slot_weight needs loss='full-softmax'"):
         get_objective("sampled-softmax", slot_weight=1.0)
+
+
+def _bfloat16(x: np.ndarray) -> np.ndarray:
+    """float32 → the nearest bfloat16 (ties to even), returned as float32."""
+    bits = np.asarray(x, np.float32).view(np.uint32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("loss", ["full-softmax", "k-vs-all"])
+def test_bfloat16_matmuls_score_every_entity_from_bfloat16_inputs(loss):
+    rng = np.random.default_rng(7)
+    triples = sampled_batch(rng)["triples"]
+    x = {"triples": triples, "query_is_tail": np.array([True, False, True, False])}
+    x["answer_labels"] = np.zeros((4, 12), np.float32)
+    kw = dict(num_entities=12, num_relations=3, model="distmult", dim=16, loss=loss)
+    model = JoBiModel(**kw, matmul_dtype="bfloat16")
+    exact = JoBiModel(**kw)
+    for a, b in zip(exact.weights, model.weights, strict=True):
+        a.assign(b)
+    ent, rel = model.entity_embeddings.numpy(), model.triple_relations.numpy()
+    h, r, t = (triples[:, i] for i in range(3))
+    tail_q, head_q = ent[h] * rel[r], rel[r] * ent[t]  # DistMult's queries, float32
+    table = _bfloat16(ent).astype(np.float64)
+    by_tail = _bfloat16(tail_q).astype(np.float64) @ table.T
+    by_head = _bfloat16(head_q).astype(np.float64) @ table.T
+    if loss == "full-softmax":
+        got, want = [model(x)["triple_tail"], model(x)["triple_head"]], [by_tail, by_head]
+        plain = exact(x)["triple_tail"].numpy()
+    else:
+        got, want = [model(x)["triple"]], [np.where(x["query_is_tail"][:, None], by_tail, by_head)]
+        plain = exact(x)["triple"].numpy()
+    for g, w in zip(got, want, strict=True):
+        g = g.numpy()
+        assert g.dtype == np.float32
+        np.testing.assert_array_equal(g, _bfloat16(g))  # the product itself came out in bfloat16
+        np.testing.assert_allclose(g, w, rtol=2**-7, atol=1e-6)
+    assert not np.array_equal(_bfloat16(plain), plain)  # float32 products are not bfloat16 numbers
+
+
+def test_bfloat16_matmuls_train_float32_tables():
+    rng = np.random.default_rng(8)
+    x = {"triples": sampled_batch(rng)["triples"]}
+    model = JoBiModel(
+        num_entities=12, num_relations=3, model="complex", dim=8, loss="full-softmax", matmul_dtype="bfloat16"
+    )
+    before = model.entity_embeddings.numpy()
+    model.compile(optimizer="sgd")
+    model.train_on_batch(x)
+    assert model.entity_embeddings.dtype == "float32"
+    assert np.abs(model.entity_embeddings.numpy() - before).max() > 0
+    assert JoBiModel.from_config(model.get_config()).matmul_dtype == "bfloat16"
+    with pytest.raises(ValueError, match="matmul_dtype must be"):
+        JoBiModel(num_entities=12, num_relations=3, matmul_dtype="float16")

@@ -76,6 +76,9 @@ class JoBiModel(keras.Model):
             weigh in the training softmax (`jobi_tf.objectives.FullSoftmax`; 0 = off).
         relation_prediction: weight of the auxiliary `jobi_tf.objectives.RelationPrediction`
             loss (0: none; Chen et al. 2021 use 4 on FB15k-237).
+        matmul_dtype: ``"float32"`` (default) or ``"bfloat16"``: the dtype of the training
+            products that score every entity (`jobi_tf.objectives.ScoredBatch`); the tables
+            stay float32.
         reciprocal: each relation table gets ``2 * num_relations`` rows, row ``r +
             num_relations`` being ``r``'s inverse, and a head query ``(?, r, t)`` is scored
             as the tail query ``(t, r⁻¹, ?)`` (Lacroix et al., 2018). Sampled softmax then
@@ -119,6 +122,7 @@ class JoBiModel(keras.Model):
         label_smoothing: float = 0.0,
         relation_prediction: float = 0.0,
         slot_weight: float = 0.0,
+        matmul_dtype: str = "float32",
         table_shards: int = 0,
         table_seed: int = 0,
         **kwargs,
@@ -135,6 +139,9 @@ class JoBiModel(keras.Model):
         if relation_prediction < 0:
             raise ValueError(f"relation_prediction must be >= 0. Received: relation_prediction={relation_prediction!r}")
         self.relation_prediction = relation_prediction
+        if matmul_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16'. Received: matmul_dtype={matmul_dtype!r}")
+        self.matmul_dtype = matmul_dtype
         self.relation_objective = RelationPrediction() if relation_prediction else None
         # The pair head scores the same candidates as the triple head (sampled or all).
         self.pair_objective = PairBCE(candidates=self.objective.candidates) if joint else None
@@ -215,6 +222,7 @@ class JoBiModel(keras.Model):
             label_smoothing=cfg.train.label_smoothing,
             relation_prediction=cfg.train.relation_prediction,
             slot_weight=cfg.train.slot_weight,
+            matmul_dtype=cfg.train.matmul_dtype,
             regularization=cfg.train.regularization,
             regularizer=cfg.train.regularizer,
             init=cfg.model.init,
@@ -433,6 +441,7 @@ class JoBiModel(keras.Model):
             "label_smoothing": self.label_smoothing,
             "relation_prediction": self.relation_prediction,
             "slot_weight": self.slot_weight,
+            "matmul_dtype": self.matmul_dtype,
             "name": self.name,
         }
 

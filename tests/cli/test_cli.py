@@ -101,10 +101,12 @@ def test_one_vs_all_with_label_smoothing_and_relation_prediction(tmp_path):
     run = tmp_path / "run"
     flags = ["--loss", "full-softmax", "--label-smoothing", "0.1", "--relation-prediction", "4", "--reciprocal"]
     flags += ["--regularizer", "n3", "--regularization", "0.05", "--optimizer", "adagrad", "--lr", "0.1"]
+    flags += ["--matmul-dtype", "bfloat16"]
     result = CliRunner().invoke(main, ["-q", "train", "--joint", *flags, *SMALL, "--out", str(run)])
     assert result.exit_code == 0, result.output
     train = json.loads((run / "config.json").read_text())["train"]
     assert train["label_smoothing"] == 0.1 and train["relation_prediction"] == 4.0
+    assert train["matmul_dtype"] == "bfloat16"
     assert 0 < json.loads(result.stdout.strip().splitlines()[-1])["test"]["mrr"] <= 1
     result = CliRunner().invoke(main, ["-q", "evaluate", str(run), "--relations"])
     assert result.exit_code == 0, result.output
@@ -115,6 +117,12 @@ def test_one_vs_all_with_label_smoothing_and_relation_prediction(tmp_path):
 def test_label_smoothing_needs_the_full_softmax(tmp_path):
     result = CliRunner().invoke(main, ["train", "--label-smoothing", "0.1", "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "--label-smoothing: needs --loss full-softmax" in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_bfloat16_matmuls_need_every_entity_scored(tmp_path):
+    result = CliRunner().invoke(main, ["train", "--matmul-dtype", "bfloat16", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "--matmul-dtype: needs --loss full-softmax or k-vs-all" in result.output
     assert not (tmp_path / "run").exists()
 
 
