@@ -10,7 +10,7 @@ from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensor
 from jobi_tf.cli.options import TRAIN_SECTIONS, config_from_flags, config_options
 
 from jobi_tf.config import RunConfig
-from jobi_tf.presets import PRESETS, apply_preset
+from jobi_tf.presets import PRESETS, preset_settings
 from jobi_tf.types import RANK_METRICS
 
 __all__ = ["train"]
@@ -44,10 +44,10 @@ def train(ctx: click.Context, **flags) -> None:
 
     Example: jobi-tf train --dataset fb15k-237 --joint --p 0.3
     """
-    cfg = config_from_flags(flags)
     if flags["preset"] is not None:
         given = {name for name in flags if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
-        cfg = apply_preset(cfg, flags["preset"], explicit=given)
+        flags.update(preset_settings(flags["preset"], explicit=given))
+    cfg = config_from_flags(flags)
     out = Path(flags["out"]) if flags["out"] else _default_out(cfg)
     start_tensorflow()
     from jobi_tf.training import train as run_training  # imports TensorFlow

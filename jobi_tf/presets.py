@@ -17,7 +17,7 @@ from typing import Any
 from jobi_tf.config import RunConfig, with_settings
 from jobi_tf.errors import ConfigError
 
-__all__ = ["Preset", "PRESETS", "apply_preset"]
+__all__ = ["Preset", "PRESETS", "apply_preset", "preset_settings"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +54,18 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def apply_preset(base: RunConfig, name: str, explicit: set[str] = frozenset()) -> RunConfig:
-    """``base`` with the preset's settings, except those named in ``explicit`` (given by the user)."""
+def preset_settings(name: str, explicit: set[str] = frozenset()) -> dict[str, Any]:
+    """The preset's settings by config field name, except those named in ``explicit`` (given by the user).
+
+    The CLI merges them into its flags before building the config, so a setting that is only
+    valid with the preset's (``--matmul-dtype bfloat16`` needs the preset's 1-vs-all loss) is
+    checked against the preset's values, not the defaults'.
+    """
     if name not in PRESETS:
         raise ConfigError("preset", f"must be one of {', '.join(PRESETS)}. Received: {name!r}")
-    return with_settings(base, {k: v for k, v in PRESETS[name].settings.items() if k not in explicit})
+    return {k: v for k, v in PRESETS[name].settings.items() if k not in explicit}
+
+
+def apply_preset(base: RunConfig, name: str, explicit: set[str] = frozenset()) -> RunConfig:
+    """``base`` with the preset's settings, except those named in ``explicit`` (given by the user)."""
+    return with_settings(base, preset_settings(name, explicit))

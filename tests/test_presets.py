@@ -33,9 +33,13 @@ def test_explicit_settings_win_over_the_preset():
 
 def test_cli_preset_with_explicit_flags(tmp_path):
     run = tmp_path / "run"
-    result = CliRunner().invoke(main, ["-q", "train", "--preset", "kbc", *tiny_flags(1), "--out", str(run)])
+    # Valid only with the preset's 1-vs-all loss: checked against it, not against the defaults.
+    needs_the_preset = ["--label-smoothing", "0.1", "--matmul-dtype", "bfloat16"]
+    args = ["-q", "train", "--preset", "kbc", *needs_the_preset, *tiny_flags(1), "--out", str(run)]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     cfg = json.loads((run / "config.json").read_text())
+    assert cfg["train"]["label_smoothing"] == 0.1 and cfg["train"]["matmul_dtype"] == "bfloat16"
     assert cfg["train"]["loss"] == "full-softmax" and cfg["model"]["reciprocal"] is True
     assert cfg["train"]["optimizer"] == "adagrad" and cfg["train"]["regularizer"] == "n3"
     assert cfg["train"]["monitor"] == "mrr" and cfg["train"]["lr"] == 0.1
