@@ -1,13 +1,17 @@
 """Plot validation MRR against training time for several runs (sampled vs 1-vs-all, say).
 
 Run:  python bench/plot_time_curves.py RUN [RUN ...] --out docs/results/mrr-vs-time.png [--labels A B ...]
+          [--epoch-seconds S [S ...]]
 
 Reads each run's TensorBoard events (``RUN/tensorboard``): ``speed/epoch_seconds`` (summed
 over every session that trained the run: an epoch cut by a stop and finished after a resume
 has two points, both counted) and ``valid/mrr``. The time of a validation is the training
 time of the epochs up to it, validation itself excluded, so runs that validate at different
-rates compare on training time alone. Prints one JSON line with the plotted points. Needs
-matplotlib (``pip install ".[plots]"``); it is not a dependency of the library.
+rates compare on training time alone. Runs trained while other jobs shared the machine have
+inflated epoch times: ``--epoch-seconds`` gives each run's per-epoch cost measured on a quiet
+machine instead (epochs are deterministic, so epoch × cost is the time the same run would
+take there). Prints one JSON line with the plotted points. Needs matplotlib
+(``pip install ".[plots]"``); it is not a dependency of the library.
 """
 
 from __future__ import annotations
@@ -33,15 +37,16 @@ def scalars(run: Path) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
-def time_curve(run: Path) -> list[dict[str, float]]:
-    """``[{"epoch", "train_seconds", "mrr"}, ...]``: each validation at its training time."""
+def time_curve(run: Path, epoch_seconds: float | None = None) -> list[dict[str, float]]:
+    """``[{"epoch", "train_seconds", "mrr"}, ...]``: each validation at its training time (the
+    run's own, or ``epoch * epoch_seconds``)."""
     tags = scalars(run)
     seconds: dict[int, float] = defaultdict(float)
     for epoch, value in tags.get("speed/epoch_seconds", []):
         seconds[epoch] += value
     points = []
     for epoch, mrr in tags.get("valid/mrr", []):
-        spent = sum(s for e, s in seconds.items() if e <= epoch)
+        spent = epoch * epoch_seconds if epoch_seconds else sum(s for e, s in seconds.items() if e <= epoch)
         points.append({"epoch": epoch, "train_seconds": round(spent, 1), "mrr": round(mrr, 4)})
     if not points:
         raise SystemExit(f"{run}: no valid/mrr in {run / 'tensorboard'}")
@@ -53,12 +58,15 @@ def main() -> None:
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--labels", nargs="+", help="one per run (default: the folder names)")
     parser.add_argument("--out", type=Path, required=True, help="PNG file to write")
+    parser.add_argument("--epoch-seconds", type=float, nargs="+", help="one per run: quiet-machine seconds per epoch")
     parser.add_argument("--title", default="FB15k-237: validation MRR against training time")
     args = parser.parse_args()
     labels = args.labels or [run.name for run in args.runs]
-    if len(labels) != len(args.runs):
-        raise SystemExit(f"--labels: {len(labels)} labels for {len(args.runs)} runs")
-    curves = {label: time_curve(run) for label, run in zip(labels, args.runs, strict=True)}
+    costs = args.epoch_seconds or [None] * len(args.runs)
+    for name, given in (("--labels", labels), ("--epoch-seconds", costs)):
+        if len(given) != len(args.runs):
+            raise SystemExit(f"{name}: {len(given)} values for {len(args.runs)} runs")
+    curves = {label: time_curve(run, cost) for label, run, cost in zip(labels, args.runs, costs, strict=True)}
 
     import matplotlib
 

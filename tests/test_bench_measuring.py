@@ -62,3 +62,4 @@ def test_time_curves_place_each_validation_at_the_training_time_before_it(tmp_pa
         {"epoch": 2, "train_seconds": 45.0, "mrr": 0.25},
         {"epoch": 4, "train_seconds": 72.0, "mrr": 0.5},
     ]
+    assert [p["train_seconds"] for p in time_curve(tmp_path, epoch_seconds=3.0)] == [6.0, 12.0]
