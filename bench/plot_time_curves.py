@@ -58,11 +58,13 @@ def main() -> None:
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--labels", nargs="+", help="one per run (default: the folder names)")
     parser.add_argument("--out", type=Path, required=True, help="PNG file to write")
-    parser.add_argument("--epoch-seconds", type=float, nargs="+", help="one per run: quiet-machine seconds per epoch")
+    parser.add_argument(
+        "--epoch-seconds", type=float, nargs="+", help="one per run: quiet-machine seconds per epoch (0: the run's own)"
+    )
     parser.add_argument("--title", default="FB15k-237: validation MRR against training time")
     args = parser.parse_args()
     labels = args.labels or [run.name for run in args.runs]
-    costs = args.epoch_seconds or [None] * len(args.runs)
+    costs = [c or None for c in args.epoch_seconds] if args.epoch_seconds else [None] * len(args.runs)
     for name, given in (("--labels", labels), ("--epoch-seconds", costs)):
         if len(given) != len(args.runs):
             raise SystemExit(f"{name}: {len(given)} values for {len(args.runs)} runs")
