@@ -27,7 +27,7 @@ def test_explicit_settings_win_over_the_preset():
     cfg = apply_preset(RunConfig(), "kbc", explicit={"dim", "lr"})
     assert cfg.model.dim == RunConfig().model.dim and cfg.train.lr == RunConfig().train.lr
     assert cfg.train.loss == "full-softmax" and cfg.model.reciprocal and cfg.train.optimizer == "adagrad"
-    with pytest.raises(ConfigError, match="--preset: must be one of paper, kbc"):
+    with pytest.raises(ConfigError, match="--preset: must be one of paper, kbc, kbc-rp"):
         apply_preset(RunConfig(), "fast")
 
 
