@@ -242,5 +242,5 @@ def test_bfloat16_matmuls_train_float32_tables():
     assert model.entity_embeddings.dtype == "float32"
     assert np.abs(model.entity_embeddings.numpy() - before).max() > 0
     assert JoBiModel.from_config(model.get_config()).matmul_dtype == "bfloat16"
-    with pytest.raises(ValueError, match="matmul_dtype must be"):
+    with pytest.raises(ValueError, match="matmul_dtype must be one of"):
         JoBiModel(num_entities=12, num_relations=3, matmul_dtype="float16")

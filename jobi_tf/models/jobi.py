@@ -17,7 +17,7 @@ import math
 import keras
 import tensorflow as tf
 
-from jobi_tf.config import REGULARIZERS
+from jobi_tf.config import MATMUL_DTYPES, REGULARIZERS
 from jobi_tf.models.scorers import Scorer, get_scorer
 from jobi_tf.objectives import (
     OBJECTIVES,
@@ -139,8 +139,8 @@ class JoBiModel(keras.Model):
         if relation_prediction < 0:
             raise ValueError(f"relation_prediction must be >= 0. Received: relation_prediction={relation_prediction!r}")
         self.relation_prediction = relation_prediction
-        if matmul_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"matmul_dtype must be 'float32' or 'bfloat16'. Received: matmul_dtype={matmul_dtype!r}")
+        if matmul_dtype not in MATMUL_DTYPES:
+            raise ValueError(f"matmul_dtype must be one of {MATMUL_DTYPES}. Received: matmul_dtype={matmul_dtype!r}")
         self.matmul_dtype = matmul_dtype
         self.relation_objective = RelationPrediction() if relation_prediction else None
         # The pair head scores the same candidates as the triple head (sampled or all).
