@@ -9,7 +9,7 @@ import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 from jobi_tf.cli.options import TRAIN_SECTIONS, config_from_flags, config_options
 
-from jobi_tf.config import RunConfig
+from jobi_tf.config import DataConfig, RunConfig
 from jobi_tf.presets import PRESETS, preset_settings
 from jobi_tf.types import RANK_METRICS
 
@@ -17,7 +17,7 @@ __all__ = ["train"]
 
 
 def _default_out(cfg: RunConfig) -> Path:
-    source = cfg.data.dataset or Path(cfg.data.data_dir).name
+    source = cfg.data.name
     kind = ("jobi" if cfg.model.joint else "base") + ("-reciprocal" if cfg.model.reciprocal else "")
     return Path("runs") / f"{source}-{cfg.model.model}-{kind}-p{cfg.sampler.p:g}-seed{cfg.seed}"
 
@@ -46,7 +46,8 @@ def train(ctx: click.Context, **flags) -> None:
     """
     if flags["preset"] is not None:
         given = {name for name in flags if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
-        flags.update(preset_settings(flags["preset"], explicit=given))
+        data = DataConfig(dataset=flags["dataset"], data_dir=flags["data_dir"])
+        flags.update(preset_settings(flags["preset"], explicit=given, dataset=data.name))
     cfg = config_from_flags(flags)
     out = Path(flags["out"]) if flags["out"] else _default_out(cfg)
     start_tensorflow()

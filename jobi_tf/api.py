@@ -179,8 +179,8 @@ def train(
             so `load_run` can read it later: its path is ``Run.path``). An existing
             folder of the same run resumes it.
         config: a full `RunConfig` to start from (its ``data`` is replaced by ``data``).
-        preset: a named recipe (`jobi_tf.presets.PRESETS`, e.g. ``"kbc"``) applied to
-            ``config``; the settings given here win over the preset's.
+        preset: a named recipe (`jobi_tf.presets.PRESETS`, e.g. ``"kbc"``, with its settings
+            for the named dataset) applied to ``config``; the settings given here win over it.
         verbose: Keras's progress output (0 silent, 1 a bar, 2 one line per epoch).
         **settings: any other field of the run's config by name: ``epochs``, ``batch_size``,
             ``neg``, ``loss``, ``reciprocal``, ``regularizer``, ``lr``, ``seed``, ...
@@ -195,7 +195,8 @@ def train(
     with _python_errors():
         base = config or RunConfig()
         if preset is not None:
-            base = apply_preset(base, preset, explicit=set(settings))
+            name = dataset.data.name if dataset.data is not None else None
+            base = apply_preset(base, preset, explicit=set(settings), dataset=name)
         cfg = with_settings(base, settings)  # checked before any folder is made
         folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
         cfg = dataclasses.replace(cfg, data=_data_config(dataset, folder))

@@ -130,6 +130,11 @@ class DataConfig:
         _positive_int("synthetic_triples", self.synthetic_triples, 100)
         _positive_int("synthetic_types", self.synthetic_types)
 
+    @property
+    def name(self) -> str:
+        """The dataset's name, or its folder's: what runs, grids and presets call the data."""
+        return self.dataset or Path(self.data_dir).name
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SamplerConfig:
@@ -492,7 +497,7 @@ class RunConfig:
             "lr": self.train.lr,
             "optimizer": self.train.optimizer,
             "seed": self.seed,
-            "dataset": self.data.dataset or Path(self.data.data_dir).name,  # a name, not a machine's path
+            "dataset": self.data.name,  # a name, not a machine's path
         }
 
     def training_identity(self) -> dict[str, Any]:

@@ -81,8 +81,7 @@ class Cell:
         if field == "variant":
             return self.variant
         if field == "dataset":
-            data = self.config.data
-            return data.dataset or Path(data.data_dir).name
+            return self.config.data.name
         return _get(self.config, field)
 
 
