@@ -12,6 +12,9 @@ and which are fixed, with the `RunConfig` field names (the CLI flag names, ``bat
       "group_by": ["model", "variant"]
     }
 
+``preset`` (fixed or varied) expands into a named recipe's settings for the cell's dataset
+(`jobi_tf.presets`); the spec's own settings win over it.
+
 ``variant`` names the paper's ablation points (its Table 4): ``baseline`` (no pair head,
 p = 0), ``biasedneg`` (biased negatives only), ``joint`` (pair head only) and ``jobi``
 (both). It can be a grid axis of its own, which sets ``joint`` and ``p`` (the biased ones
@@ -52,6 +55,7 @@ from typing import Any
 from jobi_tf.atomic import write_text_atomic
 from jobi_tf.config import SECTIONS, VARIANTS, RunConfig, variant_name
 from jobi_tf.errors import ConfigError, GridSpecError
+from jobi_tf.presets import preset_settings
 from jobi_tf.runs import RunFolder
 from jobi_tf.types import RANK_METRICS
 
@@ -141,7 +145,7 @@ class GridSpec:
         if not grids:
             raise GridSpecError(f"{self.source}: 'grid' must be an object, or a non-empty list of objects")
         for key in [*self.fixed, *(k for g in grids for k in g)]:
-            if key not in _FIELD_SECTION and key != "variant":
+            if key not in _FIELD_SECTION and key not in ("variant", "preset"):
                 raise GridSpecError(
                     f"{self.source}: unknown setting {key!r} (use the flag names: batch_size, neg, p, ...)"
                 )
@@ -185,8 +189,8 @@ class GridSpec:
             keys = list(grid)
             for values in itertools.product(*(grid[k] for k in keys)):
                 varied = dict(zip(keys, values, strict=True))
-                settings = _apply_variant({**self.fixed, **varied})
                 try:
+                    settings = _apply_variant(_apply_preset({**self.fixed, **varied}))
                     config = _config(settings)
                 except ConfigError as err:
                     raise GridSpecError(f"{self.source}: cell {varied}: {err}") from None
@@ -391,6 +395,16 @@ def _headline(metrics: dict) -> dict:
 
 def _fmt(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
+
+
+def _apply_preset(settings: dict[str, Any]) -> dict[str, Any]:
+    """Expand a ``preset`` setting into its settings for the cell's dataset; the spec's own win."""
+    if "preset" not in settings:
+        return settings
+    settings = dict(settings)
+    name = settings.pop("preset")
+    dataset = settings.get("dataset") or (Path(settings["data_dir"]).name if settings.get("data_dir") else None)
+    return {**preset_settings(name, explicit=set(settings), dataset=dataset), **settings}
 
 
 def _apply_variant(settings: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,27 @@ def test_cells_are_the_product_and_land_in_the_right_config_sections(tmp_path):
     assert [c.variant for c in cells[:4]] == ["baseline", "biasedneg", "joint", "jobi"]
 
 
+def test_a_preset_expands_per_cell_dataset_and_the_specs_settings_win(tmp_path):
+    spec = load_spec(
+        _write(
+            tmp_path,
+            {
+                "fixed": {"preset": "kbc-rp", "epochs": 12},
+                "grid": {"dataset": ["fb15k-237", "wn18rr"], "variant": ["baseline", "joint"], "seed": [0, 1]},
+            },
+        )
+    )
+    cells = spec.cells()
+    assert len(cells) == 8
+    for cell in cells:
+        cfg = cell.config
+        assert (cfg.train.loss, cfg.model.dim, cfg.model.reciprocal, cfg.train.epochs) == ("full-softmax", 1000, True, 12)
+        wn = cfg.data.dataset == "wn18rr"
+        assert cfg.sampler.batch_size == (100 if wn else 1000)
+        assert cfg.train.relation_prediction == (0.1 if wn else 4.0)
+        assert cfg.model.joint == (cell.variant == "joint") and cfg.sampler.p == 0.0
+
+
 def test_variant_names_follow_the_paper_ablation():
     assert variant_name(False, 0.0) == "baseline"
     assert variant_name(False, 0.3) == "biasedneg"
@@ -60,6 +81,7 @@ def test_variant_names_follow_the_paper_ablation():
         ({"grid": {"neg": [5, 5]}}, "'neg' lists a value twice: [5, 5]"),
         ({"fixed": {}}, "a spec is an object with a 'grid'"),
         ({"grid": {"neg": [5]}, "extra": 1}, "unknown top-level key(s) ['extra']"),
+        ({"fixed": {"preset": "fast"}, "grid": {"seed": [0]}}, "cell {'seed': 0}: --preset: must be one of"),
     ],
 )
 def test_bad_specs_are_one_line_errors_naming_the_file(tmp_path, spec, message):

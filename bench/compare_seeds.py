@@ -1,0 +1,149 @@
+"""JoBi against its baseline over seeds: mean ± sd per variant and the sd of the difference.
+
+Run:  python bench/compare_seeds.py runs/seeds/*  [--metric mrr hits@1 hits@10] [--split test]
+Prints a Markdown table on stdout, then one JSON line with the same numbers.
+
+Why a script: "JoBi is ahead" needs the difference of two means stated with its own
+uncertainty, ``sqrt(sd_a^2 / n_a + sd_b^2 / n_b)`` (not the sd of one run), and the two groups
+must differ in nothing but the pair head (and the seed): the script checks both configs before
+it reports, and refuses a comparison that is not like for like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+#: Fields that may differ between the runs of a comparison: what is compared, the seed,
+#: and settings that do not change what is trained.
+ALLOWED_TO_DIFFER = {"joint", "p", "seed", "epochs", "patience", "checkpoint_steps"}
+IGNORED_SECTIONS = {"eval", "distribute"}
+
+
+def flat_config(cfg: dict) -> dict:
+    """The config's fields by name, without the sections that do not change what is trained."""
+    out = {"seed": cfg.get("seed")}
+    for section, fields in cfg.items():
+        if isinstance(fields, dict) and section not in IGNORED_SECTIONS:
+            out.update(fields)
+    return out
+
+
+def variant(cfg: dict) -> str:
+    joint, biased = cfg["model"]["joint"], cfg["sampler"]["p"] > 0
+    return {(False, False): "baseline", (False, True): "biasedneg", (True, False): "joint", (True, True): "jobi"}[
+        (joint, biased)
+    ]
+
+
+def load(folder: Path, split: str) -> dict:
+    metrics_path, config_path = folder / "metrics.json", folder / "config.json"
+    for path in (metrics_path, config_path):
+        if not path.exists():
+            raise SystemExit(f"{path}: missing (is {folder} a finished run?)")
+    metrics = json.loads(metrics_path.read_text())
+    if split not in metrics:
+        raise SystemExit(f"{metrics_path}: has no {split!r} metrics")
+    cfg = json.loads(config_path.read_text())
+    return {"run": str(folder), "config": cfg, "flat": flat_config(cfg), "variant": variant(cfg), "metrics": metrics}
+
+
+def check_like_for_like(runs: list[dict]) -> None:
+    """Exit with a one-line error naming the first setting (other than the allowed ones) that differs."""
+    first = runs[0]
+    for run in runs[1:]:
+        for key in sorted(set(first["flat"]) | set(run["flat"])):
+            if key in ALLOWED_TO_DIFFER:
+                continue
+            if first["flat"].get(key) != run["flat"].get(key):
+                raise SystemExit(
+                    f"not like for like: {key} is {first['flat'].get(key)!r} in {first['run']} "
+                    f"but {run['flat'].get(key)!r} in {run['run']}"
+                )
+    seeds: dict[str, list] = {}
+    for run in runs:
+        seeds.setdefault(run["variant"], []).append(run["flat"]["seed"])
+    for name, values in seeds.items():
+        if len(set(values)) != len(values):
+            raise SystemExit(f"variant {name} lists seed {values} twice: one run per seed")
+    if len({tuple(sorted(v)) for v in seeds.values()}) > 1:
+        raise SystemExit(f"the variants were run with different seeds: {seeds}")
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else float("nan")
+
+
+def compare(runs: list[dict], metrics: list[str], split: str) -> dict:
+    """Per variant: the values by seed, mean and sd; against the baseline: the difference and its sd."""
+    groups: dict[str, list[dict]] = {}
+    for run in sorted(runs, key=lambda r: r["flat"]["seed"]):
+        groups.setdefault(run["variant"], []).append(run)
+    out: dict = {"split": split, "variants": {}, "differences": {}}
+    for name, members in groups.items():
+        out["variants"][name] = {
+            "seeds": [m["flat"]["seed"] for m in members],
+            "best_epochs": [m["metrics"].get("best_epoch") for m in members],
+            **{
+                metric: dict(
+                    zip(("mean", "sd"), mean_sd([m["metrics"][split][metric] for m in members]), strict=True),
+                    values=[m["metrics"][split][metric] for m in members],
+                )
+                for metric in metrics
+            },
+        }
+    if "baseline" in groups:
+        base = out["variants"]["baseline"]
+        for name, stats in out["variants"].items():
+            if name == "baseline":
+                continue
+            diffs = {}
+            for metric in metrics:
+                a, b = stats[metric], base[metric]
+                sd = math.sqrt(a["sd"] ** 2 / len(a["values"]) + b["sd"] ** 2 / len(b["values"]))
+                diff = a["mean"] - b["mean"]
+                diffs[metric] = {"difference": diff, "sd": sd, "verdict": verdict(diff, sd)}
+            out["differences"][f"{name} - baseline"] = diffs
+    return out
+
+
+def verdict(difference: float, sd: float) -> str:
+    """``ahead``/``behind`` beyond two sds of the difference, else ``level``."""
+    if math.isnan(sd) or abs(difference) <= 2 * sd:
+        return "level"
+    return "ahead" if difference > 0 else "behind"
+
+
+def markdown(result: dict, metrics: list[str]) -> str:
+    lines = [
+        f"| {result['split']} | seeds | " + " | ".join(metrics) + " |",
+        "|---|---|" + "---:|" * len(metrics),
+    ]
+    for name, stats in result["variants"].items():
+        cells = [f"{stats[m]['mean']:.4f} ± {stats[m]['sd']:.4f}" for m in metrics]
+        lines.append(f"| {name} | {', '.join(map(str, stats['seeds']))} | " + " | ".join(cells) + " |")
+    for name, diffs in result["differences"].items():
+        cells = [f"{d['difference']:+.4f} ± {d['sd']:.4f} ({d['verdict']})" for d in diffs.values()]
+        lines.append(f"| **{name}** | | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="finished run folders (metrics.json, config.json)")
+    parser.add_argument("--metric", nargs="+", default=["mrr", "hits@1", "hits@3", "hits@10"])
+    parser.add_argument("--split", default="test", choices=["test", "valid"])
+    args = parser.parse_args(argv)
+    runs = [load(folder, args.split) for folder in args.runs]
+    check_like_for_like(runs)
+    result = compare(runs, args.metric, args.split)
+    print(markdown(result, args.metric))
+    print(json.dumps({"bench": "compare_seeds", "runs": [r["run"] for r in runs], **result}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,65 @@
+"""`bench/compare_seeds.py`: the seeds comparison's arithmetic and its like-for-like check.
+
+JoBi's gain under the best recipe is stated with the sd of a difference of two means; a wrong
+formula or a comparison of runs that differ in more than the pair head would misreport it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import compare_seeds  # noqa: E402
+
+from jobi_tf.config import RunConfig, with_settings
+
+
+def _run(root: Path, name: str, mrr: float, **settings) -> Path:
+    folder = root / name
+    folder.mkdir()
+    cfg = with_settings(RunConfig(), {"loss": "full-softmax", "reciprocal": True, **settings})
+    (folder / "config.json").write_text(json.dumps(cfg.to_dict()))
+    test = {"mrr": mrr, "hits@1": mrr - 0.1, "hits@3": mrr + 0.05, "hits@10": mrr + 0.2}
+    (folder / "metrics.json").write_text(json.dumps({"test": test, "valid": test, "best_epoch": 4}))
+    return folder
+
+
+def test_means_sds_and_the_sd_of_the_difference_match_numpy(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    base, jobi = 0.35 + 0.003 * rng.standard_normal(3), 0.352 + 0.002 * rng.standard_normal(3)
+    folders = [_run(tmp_path, f"b{s}", float(v), seed=s) for s, v in enumerate(base)]
+    folders += [_run(tmp_path, f"j{s}", float(v), seed=s, joint=True) for s, v in enumerate(jobi)]
+    compare_seeds.main([str(f) for f in folders])
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert result["variants"]["baseline"]["mrr"]["mean"] == pytest.approx(base.mean())
+    assert result["variants"]["baseline"]["mrr"]["sd"] == pytest.approx(base.std(ddof=1))
+    diff = result["differences"]["joint - baseline"]["mrr"]
+    assert diff["difference"] == pytest.approx(jobi.mean() - base.mean())
+    assert diff["sd"] == pytest.approx(np.sqrt(jobi.var(ddof=1) / 3 + base.var(ddof=1) / 3))
+    assert diff["verdict"] == ("level" if abs(diff["difference"]) <= 2 * diff["sd"] else "ahead")
+
+
+def test_a_clear_gain_is_ahead_and_a_small_one_level():
+    assert compare_seeds.verdict(0.028, 0.0014) == "ahead"
+    assert compare_seeds.verdict(-0.010, 0.002) == "behind"
+    assert compare_seeds.verdict(0.003, 0.002) == "level"
+
+
+@pytest.mark.parametrize(
+    ("other", "message"),
+    [
+        ({"seed": 0, "joint": True, "lr": 0.05}, "not like for like: lr is 0.1"),
+        ({"seed": 1, "joint": True}, "the variants were run with different seeds"),
+        ({"seed": 0}, "variant baseline lists seed [0, 0] twice"),
+    ],
+)
+def test_runs_that_differ_in_more_than_the_pair_head_are_refused(tmp_path, other, message):
+    first = _run(tmp_path, "a", 0.35, seed=0, lr=0.1)
+    second = _run(tmp_path, "b", 0.36, **{"lr": 0.1, **other})
+    with pytest.raises(SystemExit, match=message.replace("[", r"\[").replace("]", r"\]")):
+        compare_seeds.main([str(first), str(second)])
