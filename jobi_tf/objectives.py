@@ -341,24 +341,43 @@ class PairBCE(Objective):
 class RelationPrediction(Objective):
     """Auxiliary: the true relation of ``(h, ?, t)`` in a softmax over every row of the
     triple head's relation table (Chen et al., AKBC 2021: relation prediction as an
-    auxiliary training objective; with ``reciprocal`` the inverse rows are candidates too,
-    as in their code). Its weight is the model's ``relation_prediction``.
+    auxiliary training objective). Its weight is the model's ``relation_prediction``.
+
+    With a ``reciprocal`` model the inverse rows are candidates too and, as in Chen et al.'s
+    code (which trains on both copies of each triple), the inverse copy ``(t, ?, h)`` is asked
+    as well, its answer being the row of ``r⁻¹``; the two softmaxes are summed, as the full
+    softmax sums a triple's two queries. Without the inverse copy the inverse rows are only
+    ever pushed down (they are wrong answers of ``(h, ?, t)``), yet they rank every head.
+
+    Args:
+        inverse_copy: ask ``(t, ?, h)`` too (reciprocal models only); ``False`` keeps only
+            ``(h, ?, t)``.
     """
 
     default_name = "relation"
     candidates = "relations"
 
-    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None) -> None:
+    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None, inverse_copy: bool = True) -> None:
         super().__init__(head, name)
+        self.inverse_copy = inverse_copy
         self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{self.name}_loss")
 
     def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
-        model = batch.model
-        query = model.scorer.relation_query(batch.rows["head"], batch.rows["tail"])  # [B, W]
-        return {self.name: model.scorer.score_candidates(query, model.triple_relations)}  # [B, R]
+        model, h, t = batch.model, batch.rows["head"], batch.rows["tail"]
+        score = model.scorer.score_candidates
+        out = {self.name: score(model.scorer.relation_query(h, t), model.triple_relations)}  # [B, R]
+        if model.reciprocal and self.inverse_copy:
+            out[f"{self.name}_inverse"] = score(model.scorer.relation_query(t, h), model.triple_relations)
+        return out
 
     def loss(self, features, logits):
-        return self._loss(features["triples"][:, RELATION], logits[self.name])
+        relations = features["triples"][:, RELATION]
+        loss = self._loss(relations, logits[self.name])
+        inverse = logits.get(f"{self.name}_inverse") if self.inverse_copy else None
+        if inverse is not None:  # present when the model is reciprocal
+            # Reciprocal tables hold r⁻¹ at row r + R, R being half the rows.
+            loss += self._loss(relations + tf.shape(inverse, out_type=relations.dtype)[-1] // 2, inverse)
+        return loss
 
 
 def replica_share(value: tf.Tensor) -> tf.Tensor:

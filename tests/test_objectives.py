@@ -8,7 +8,15 @@ import tensorflow as tf
 from random_batches import sampled_batch
 
 from jobi_tf.models import JoBiModel, get_scorer
-from jobi_tf.objectives import FullSoftmax, Objective, PairBCE, SampledSoftmax, ScoredBatch, get_objective
+from jobi_tf.objectives import (
+    FullSoftmax,
+    Objective,
+    PairBCE,
+    RelationPrediction,
+    SampledSoftmax,
+    ScoredBatch,
+    get_objective,
+)
 
 
 class MarginRanking(Objective):
@@ -156,9 +164,31 @@ def test_relation_prediction_is_a_softmax_over_the_relation_table(reciprocal):
     assert logits.shape == (4, 6 if reciprocal else 3)
     np.testing.assert_allclose(out["relation"].numpy(), logits, rtol=1e-4, atol=1e-5)
     l_rel = np.mean(-_log_softmax(logits)[np.arange(4), r])
+    if reciprocal:  # the inverse copy (t, ?, h), answered by the row of r^-1 (r + 3)
+        inverse = np.real(np.einsum("bd,rd,bd->br", tc, relc, np.conj(hc)))
+        np.testing.assert_allclose(out["relation_inverse"].numpy(), inverse, rtol=1e-4, atol=1e-5)
+        l_rel += np.mean(-_log_softmax(inverse)[np.arange(4), r + 3])
+    else:
+        assert "relation_inverse" not in out
     expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 4.0 * l_rel
     np.testing.assert_allclose(float(aux.compute_loss(x=x, y_pred=out)), expected, rtol=1e-5)
     np.testing.assert_allclose(float(aux.relation_loss_tracker.result()), l_rel, rtol=1e-5)
+
+
+def test_relation_prediction_without_the_inverse_copy_asks_only_h_to_t():
+    rng = np.random.default_rng(7)
+    x = sampled_batch(rng)
+    x["positive_corrupt_tail"] = rng.random(4) < 0.5
+    model = JoBiModel(num_entities=12, num_relations=3, model="distmult", dim=4, reciprocal=True)
+    batch = ScoredBatch(model, x)
+    both, forward = RelationPrediction(), RelationPrediction(inverse_copy=False)
+    logits = both.logits(batch)
+    assert set(forward.logits(batch)) == {"relation"}
+    r = x["triples"][:, 1]
+    only_forward = np.mean(-_log_softmax(logits["relation"].numpy())[np.arange(4), r])
+    with_inverse = only_forward + np.mean(-_log_softmax(logits["relation_inverse"].numpy())[np.arange(4), r + 3])
+    np.testing.assert_allclose(float(forward.loss(x, logits)), only_forward, rtol=1e-5)
+    np.testing.assert_allclose(float(both.loss(x, logits)), with_inverse, rtol=1e-5)
 
 
 def test_slot_weight_counts_slot_entities_more_in_the_training_softmax():
