@@ -20,10 +20,10 @@ def _batch(index, shared_negatives: int) -> dict[str, np.ndarray]:
     return next(iter(make_train_dataset(index, cfg, seed=1)))
 
 
-def _one_step(strategy, index, batch, weights, optimizer: str, jit: bool) -> list[np.ndarray]:
+def _one_step(strategy, index, batch, weights, optimizer: str, jit: bool, loss: str) -> list[np.ndarray]:
     """Weights and optimizer slots after one ``fit`` step on ``batch`` from ``weights``."""
     with strategy.scope():
-        model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=4, joint=True)
+        model = _model(index, loss)
         opt = make_optimizer(optimizer, 0.05)
         model.compile(optimizer=opt, jit_compile=jit)
         opt.build(model.trainable_variables)
@@ -39,17 +39,36 @@ def mirrored():
     return make_strategy("mirrored")
 
 
-@pytest.mark.parametrize("optimizer,shared", [("adam", 0), ("lazy-adam", 0), ("lazy-adam", 4), ("adagrad", 0)])
-def test_mirrored_step_with_two_replicas_equals_single_device_step(small_typed_index, mirrored, optimizer, shared):
+def _model(index, loss: str) -> JoBiModel:
+    """JoBi with sampled negatives; 1-vs-all without the pair head (its dense gradients take
+    the optimizers' dense paths, `LazyAdagrad`'s fused kernel among them)."""
+    joint = loss == "sampled-softmax"
+    return JoBiModel(index.num_entities, index.num_relations, model="complex", dim=4, joint=joint, loss=loss)
+
+
+@pytest.mark.parametrize(
+    "optimizer,shared,loss",
+    [
+        ("adam", 0, "sampled-softmax"),
+        ("lazy-adam", 0, "sampled-softmax"),
+        ("lazy-adam", 4, "sampled-softmax"),
+        ("adagrad", 0, "sampled-softmax"),
+        ("adagrad", 0, "full-softmax"),
+    ],
+)
+def test_mirrored_step_with_two_replicas_equals_single_device_step(
+    small_typed_index, mirrored, optimizer, shared, loss
+):
     """Same initial weights, same global batch (negatives fixed): the 2-replica step (each
     replica gets half the batch; gradients summed across replicas, sparse ones gathered)
     leaves the weights and optimizer slots the single-device step leaves."""
     assert mirrored.num_replicas_in_sync == 2
     batch = _batch(small_typed_index, shared)
-    start = JoBiModel(small_typed_index.num_entities, small_typed_index.num_relations, "complex", 4, joint=True)
-    weights = [w.copy() for w in start.get_weights()]
-    single = _one_step(tf.distribute.get_strategy(), small_typed_index, batch, weights, optimizer, jit=True)
-    twice = _one_step(mirrored, small_typed_index, batch, weights, optimizer, jit=False)  # as train() does
+    if loss == "full-softmax":
+        batch = {"triples": batch["triples"]}
+    weights = [w.copy() for w in _model(small_typed_index, loss).get_weights()]
+    single = _one_step(tf.distribute.get_strategy(), small_typed_index, batch, weights, optimizer, True, loss)
+    twice = _one_step(mirrored, small_typed_index, batch, weights, optimizer, False, loss)  # as train() does
     assert not np.allclose(single[0], weights[0])  # the step did move the entity table
     assert len(single) == len(twice)
     for a, b in zip(single, twice, strict=True):

@@ -53,7 +53,7 @@ def _adagrad_reference(w0: np.ndarray, steps, initial: float = 0.0) -> np.ndarra
     for ids, values in steps:
         g = _dense(ids, values)
         acc += g**2
-        w -= LR * g / np.sqrt(acc + EPS)
+        w -= LR * g / (np.sqrt(acc) + EPS)  # PyTorch's Adagrad (kbc's): eps outside the root
     return w
 
 
@@ -116,20 +116,31 @@ def test_repeated_ids_are_summed_before_the_update(w0, make):
 def test_lazy_adagrad_equals_dense_adagrad_on_every_row(w0):
     steps = _steps(np.random.default_rng(3), always=[0, 1], others=list(range(2, ROWS)))
     lazy = _run(LazyAdagrad(learning_rate=LR, epsilon=EPS), w0, steps)
-    keras_adagrad = dict(learning_rate=LR, epsilon=EPS, initial_accumulator_value=0.0)
-    dense = _run(keras.optimizers.Adagrad(**keras_adagrad), w0, steps, sparse=False)
+    fused = _run(LazyAdagrad(learning_rate=LR, epsilon=EPS), w0, steps, sparse=False)
     np.testing.assert_allclose(lazy.numpy(), _adagrad_reference(w0, steps), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(lazy.numpy(), dense.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(fused.numpy(), _adagrad_reference(w0, steps), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lazy.numpy(), fused.numpy(), rtol=1e-6, atol=1e-7)
     # Keras's own sparse Adagrad squares repeated slices separately: not dense Adagrad.
+    keras_adagrad = dict(learning_rate=LR, epsilon=EPS, initial_accumulator_value=0.0)
     keras_sparse = _run(keras.optimizers.Adagrad(**keras_adagrad), w0, steps)
-    assert not np.allclose(keras_sparse.numpy(), dense.numpy(), rtol=1e-6, atol=1e-7)
+    assert not np.allclose(keras_sparse.numpy(), fused.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("sparse", [True, False], ids=["sparse", "dense-fused"])
+def test_adagrad_adds_epsilon_outside_the_root_as_pytorch(w0, sparse):
+    """With a gradient of 1e-5 and eps 1e-10, ``sqrt(G) + eps`` moves a weight by about lr,
+    Keras's ``sqrt(G + eps)`` by lr / sqrt(2): the two forms differ where 1-vs-all gradients are."""
+    g = np.full((1, WIDTH), 1e-5, np.float32)
+    moved = _run(LazyAdagrad(learning_rate=0.1), w0, [(np.array([2], np.int32), g)], sparse=sparse)
+    np.testing.assert_allclose(w0[2] - moved.numpy()[2], 0.1 * 1e-5 / (1e-5 + 1e-10), rtol=1e-3)
+    np.testing.assert_array_equal(moved.numpy()[3], w0[3])
 
 
 def test_adagrad_starts_from_a_zero_accumulator_as_kbc(w0):
     """A first update moves each touched weight by about lr, whatever the gradient's size."""
     g = np.full((1, WIDTH), 1e-4, np.float32)
     moved = _run(LazyAdagrad(learning_rate=0.1), w0, [(np.array([2], np.int32), g)])
-    np.testing.assert_allclose(w0[2] - moved.numpy()[2], 0.1 * 1e-4 / np.sqrt(1e-8 + 1e-10), rtol=1e-4)
+    np.testing.assert_allclose(w0[2] - moved.numpy()[2], 0.1 * 1e-4 / (1e-4 + 1e-10), rtol=1e-4)
     assert np.all(w0[2] - moved.numpy()[2] > 0.09)  # Keras's defaults would move it by 3e-5
     np.testing.assert_array_equal(moved.numpy()[3], w0[3])
 
