@@ -57,8 +57,8 @@ def test_a_preset_expands_per_cell_dataset_and_the_specs_settings_win(tmp_path):
         cfg = cell.config
         assert (cfg.train.loss, cfg.model.dim, cfg.model.reciprocal, cfg.train.epochs) == ("full-softmax", 1000, True, 12)
         wn = cfg.data.dataset == "wn18rr"
-        assert cfg.sampler.batch_size == (100 if wn else 1000)
-        assert cfg.train.relation_prediction == (0.1 if wn else 4.0)
+        assert cfg.sampler.batch_size == (50 if wn else 500)
+        assert cfg.train.relation_prediction == (0.05 if wn else 4.0)
         assert cfg.model.joint == (cell.variant == "joint") and cfg.sampler.p == 0.0
 
 

@@ -32,11 +32,11 @@ def test_explicit_settings_win_over_the_preset():
 
 
 def test_a_dataset_gets_the_presets_settings_for_it():
-    # kbc and Chen et al. tune WN18RR apart from FB15k-237: batch 100, a stronger N3.
+    # kbc and Chen et al. tune WN18RR apart from FB15k-237: batch 100 rows (50 triples), a stronger N3.
     wn = apply_preset(RunConfig(), "kbc-rp", dataset="WN18RR")
     fb = apply_preset(RunConfig(), "kbc-rp", dataset="fb15k-237")
-    assert (wn.sampler.batch_size, wn.train.regularization, wn.train.relation_prediction) == (100, 0.2, 0.1)
-    assert (fb.sampler.batch_size, fb.train.regularization, fb.train.relation_prediction) == (1000, 0.1, 4.0)
+    assert (wn.sampler.batch_size, wn.train.regularization, wn.train.relation_prediction) == (50, 0.2, 0.05)
+    assert (fb.sampler.batch_size, fb.train.regularization, fb.train.relation_prediction) == (500, 0.1, 4.0)
     assert wn.model.dim == fb.model.dim == 1000 and wn.train.loss == "full-softmax"
     # Explicit settings still win over the dataset's.
     mine = apply_preset(RunConfig(), "kbc", explicit={"batch_size"}, dataset="wn18rr")
@@ -54,7 +54,7 @@ def test_cli_preset_picks_the_settings_of_the_data_folders_name(tmp_path):
     result = CliRunner().invoke(main, [*args, "--eval-every", "1", "--no-jit", "--out", str(run)])
     assert result.exit_code == 0, result.output
     cfg = json.loads((run / "config.json").read_text())
-    assert cfg["sampler"]["batch_size"] == 100 and cfg["train"]["regularization"] == 0.2
+    assert cfg["sampler"]["batch_size"] == 50 and cfg["train"]["regularization"] == 0.2
 
 
 def test_cli_preset_with_explicit_flags(tmp_path):
