@@ -6,6 +6,7 @@ with known rates.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -63,3 +64,15 @@ def test_time_curves_place_each_validation_at_the_training_time_before_it(tmp_pa
         {"epoch": 4, "train_seconds": 72.0, "mrr": 0.5},
     ]
     assert [p["train_seconds"] for p in time_curve(tmp_path, epoch_seconds=3.0)] == [6.0, 12.0]
+
+
+def test_kept_curves_come_back_from_an_earlier_plots_json_line(tmp_path):
+    from plot_time_curves import kept_curves
+
+    curves = {"sampled": [{"epoch": 1, "train_seconds": 15.4, "mrr": 0.1864}]}
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"bench": "plot_time_curves", "out": "x.png", "curves": curves}) + "\n")
+    assert kept_curves(earlier) == curves
+    (tmp_path / "other.json").write_text(json.dumps({"bench": "eval_speed"}))
+    with pytest.raises(SystemExit, match="--keep .*other.json: not a JSON line of plot_time_curves"):
+        kept_curves(tmp_path / "other.json")
