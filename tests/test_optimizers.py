@@ -48,12 +48,12 @@ def _adam_reference(w0: np.ndarray, steps, lazy: bool) -> tuple[np.ndarray, np.n
     return w, m, v
 
 
-def _adagrad_reference(w0: np.ndarray, steps, initial: float = 0.0) -> np.ndarray:
+def _adagrad_reference(w0: np.ndarray, steps, initial: float = 1e-10, eps: float = EPS) -> np.ndarray:
     w, acc = w0.astype(np.float64), np.full(w0.shape, initial)
     for ids, values in steps:
         g = _dense(ids, values)
         acc += g**2
-        w -= LR * g / (np.sqrt(acc) + EPS)  # PyTorch's Adagrad (kbc's): eps outside the root
+        w -= LR * g / (np.sqrt(acc) + eps)  # PyTorch's Adagrad (kbc's): eps outside the root
     return w
 
 
@@ -127,20 +127,23 @@ def test_lazy_adagrad_equals_dense_adagrad_on_every_row(w0):
 
 
 @pytest.mark.parametrize("sparse", [True, False], ids=["sparse", "dense-fused"])
-def test_adagrad_adds_epsilon_outside_the_root_as_pytorch(w0, sparse):
-    """With a gradient of 1e-5 and eps 1e-10, ``sqrt(G) + eps`` moves a weight by about lr,
-    Keras's ``sqrt(G + eps)`` by lr / sqrt(2): the two forms differ where 1-vs-all gradients are."""
+@pytest.mark.parametrize("initial", [1e-10, 0.0], ids=["default", "kbc"])
+def test_adagrad_damps_tiny_first_gradients_unless_started_from_zero(w0, sparse, initial):
+    """A gradient of 1e-5 moves a weight by lr / sqrt(2) from the default accumulator of 1e-10
+    (as Keras's ``sqrt(G + 1e-10)``), by about lr from kbc's 0."""
     g = np.full((1, WIDTH), 1e-5, np.float32)
-    moved = _run(LazyAdagrad(learning_rate=0.1), w0, [(np.array([2], np.int32), g)], sparse=sparse)
-    np.testing.assert_allclose(w0[2] - moved.numpy()[2], 0.1 * 1e-5 / (1e-5 + 1e-10), rtol=1e-3)
+    opt = LazyAdagrad(learning_rate=0.1, initial_accumulator_value=initial)
+    moved = _run(opt, w0, [(np.array([2], np.int32), g)], sparse=sparse)
+    expected = 0.1 * 1e-5 / (np.sqrt(initial + 1e-10) + 1e-10)
+    np.testing.assert_allclose(w0[2] - moved.numpy()[2], expected, rtol=1e-3)
     np.testing.assert_array_equal(moved.numpy()[3], w0[3])
 
 
-def test_adagrad_starts_from_a_zero_accumulator_as_kbc(w0):
-    """A first update moves each touched weight by about lr, whatever the gradient's size."""
+def test_adagrad_starts_from_a_tiny_accumulator(w0):
+    """A first update moves each touched weight by about lr when its gradient is not tiny."""
     g = np.full((1, WIDTH), 1e-4, np.float32)
     moved = _run(LazyAdagrad(learning_rate=0.1), w0, [(np.array([2], np.int32), g)])
-    np.testing.assert_allclose(w0[2] - moved.numpy()[2], 0.1 * 1e-4 / (1e-4 + 1e-10), rtol=1e-4)
+    np.testing.assert_allclose(w0[2] - moved.numpy()[2], 0.1 * 1e-4 / (np.sqrt(1e-8 + 1e-10) + 1e-10), rtol=1e-4)
     assert np.all(w0[2] - moved.numpy()[2] > 0.09)  # Keras's defaults would move it by 3e-5
     np.testing.assert_array_equal(moved.numpy()[3], w0[3])
 
