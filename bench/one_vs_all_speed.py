@@ -1,13 +1,14 @@
-"""Time per epoch of 1-vs-all (and k-vs-all) training on FB15k-237 (kbc's recipe shape), against the matmul limit.
+"""Time per epoch of 1-vs-all (and k-vs-all) training (kbc's recipe shape), against the matmul limit.
 
 Steps:
-1. Load FB15k-237 as ``jobi-tf train --dataset fb15k-237`` does.
+1. Load ``--dataset`` (FB15k-237 by default) as ``jobi-tf train --dataset NAME`` does.
 2. Measure, in this process, the machine's float32 matmul rate on the shape 1-vs-all uses:
    ``[batch, width] x [width, entities]`` (XLA, all cores), median of 5.
 3. For each ``--dims`` rank and each head setting (baseline, then JoBi's two heads), train
    ComplEx through the real pipeline (tf.data → `JoBiModel` → Keras ``fit``, XLA):
    ``--loss full-softmax``, reciprocal relations, N3 0.05, Adagrad lr 0.1, batch 1000
-   (Lacroix et al.'s settings), ``--steps`` steps after ``--warmup`` (compilation). Median
+   (Lacroix et al.'s settings; ``--relation-prediction W`` adds Chen et al.'s auxiliary
+   loss), ``--steps`` steps after ``--warmup`` (compilation). Median
    step → seconds per epoch (``ceil(train / batch)`` steps).
 4. FLOPs per step: each positive scores every entity as tail and (inverse) head for every
    head in use: ``2 directions x heads x batch x entities x width x 2``; the backward pass
@@ -17,6 +18,7 @@ Steps:
 5. One JSON line (CPU user/system seconds of each ``fit``; exit 1 if the kernel share > 10%).
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/one_vs_all_speed.py --dims 200 500 1000
+      [--dataset wn18rr] [--batch-size 50] [--relation-prediction 0.05]
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def one(
         regularization=0.05,
         regularizer="n3",
         matmul_dtype=dtype,
+        relation_prediction=args.relation_prediction,
     )
     model.compile(optimizer=make_optimizer("adagrad", 0.1), jit_compile=jit)
     sampler = SamplerConfig(batch_size=args.batch_size)
@@ -121,7 +124,9 @@ def one(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir")
+    parser.add_argument("--dataset", default="fb15k-237", choices=["fb15k-237", "wn18rr"])
+    parser.add_argument("--data-dir", help="its local copy (default: $JOBI_TF_DATA_DIR/<dataset>)")
+    parser.add_argument("--relation-prediction", type=float, default=0.0, metavar="W")
     parser.add_argument("--dims", type=int, nargs="+", default=[200, 500, 1000])
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=30)
@@ -133,8 +138,8 @@ def main() -> None:
     )
     parser.add_argument("--matmul-dtypes", nargs="+", default=["float32"], choices=["float32", "bfloat16"])
     args = parser.parse_args()
-    folder = str(data_dir("fb15k-237", args.data_dir))
-    _, _, index = load_index(DataConfig(dataset="fb15k-237", data_dir=folder))
+    folder = str(data_dir(args.dataset, args.data_dir))
+    _, _, index = load_index(DataConfig(dataset=args.dataset, data_dir=folder))
     results = []
     for dim in args.dims:
         peak = matmul_gflops(args.batch_size, 2 * dim, index.num_entities)
@@ -153,10 +158,12 @@ def main() -> None:
     emit(
         {
             "bench": "one_vs_all_speed",
-            "metric": "seconds per FB15k-237 epoch of 1-vs-all / k-vs-all training (median step x steps per epoch)",
+            "metric": f"seconds per {args.dataset} epoch of 1-vs-all / k-vs-all training (median step x steps)",
             "results": results,
             "config": {
                 "model": "complex, reciprocal, n3 0.05, adagrad lr 0.1",
+                "dataset": args.dataset,
+                "relation_prediction": args.relation_prediction,
                 "batch_size": args.batch_size,
                 "steps": args.steps,
                 "warmup": args.warmup,
