@@ -93,6 +93,7 @@ class ShardedTable(tf.Module):
             same table has as a Keras weight, so an unsharded model loads the weights).
         shape: ``(rows, width)`` when ``initial`` is a function.
         trainable: False for optimizer slots.
+        fill: the value of every entry when ``initial`` is None (an optimizer slot's start).
         colocate_with: a table whose blocks this one's sit beside (an optimizer slot's rows
             live where their table's rows do).
     """
@@ -105,6 +106,7 @@ class ShardedTable(tf.Module):
         *,
         shape: tuple[int, int] | None = None,
         trainable: bool = True,
+        fill: float = 0.0,
         colocate_with: ShardedTable | None = None,
     ) -> None:
         super().__init__(name=path.replace("/", "_"))
@@ -131,10 +133,10 @@ class ShardedTable(tf.Module):
         width = self.shape[1]
         for i in range(self.num_shards):
             lo, hi = self.block_range(i)
-            # Zeros first, made by a callable so that they are made where the strategy puts the
+            # ``fill`` first, made by a callable so that it is made where the strategy puts the
             # variable (on its server); the initial rows then go in chunk by chunk, so a server
             # never holds more than its block and one chunk.
-            zeros = lambda n=hi - lo: tf.zeros([n, width])  # noqa: E731
+            zeros = lambda n=hi - lo: tf.fill([n, width], tf.constant(fill, tf.float32))  # noqa: E731
             name = f"{self.name}_shard{i}"
             if colocate_with is None:
                 shard = tf.Variable(zeros, name=name, trainable=trainable)
@@ -153,14 +155,16 @@ class ShardedTable(tf.Module):
         lo = i * self.rows_per_shard
         return lo, min(lo + self.rows_per_shard, self.shape[0])
 
-    def zeros_like(self, path: str) -> ShardedTable:
-        """A non-trainable table of zeros of this shape, each block beside this table's."""
+    def filled_like(self, path: str, fill: float = 0.0) -> ShardedTable:
+        """A non-trainable table of this shape holding ``fill`` (zeros by default), each block
+        beside this table's."""
         return ShardedTable(
             None,
             self.num_shards,
             path,
             shape=tuple(self.shape),
             trainable=False,
+            fill=fill,
             colocate_with=self,
         )
 
@@ -214,6 +218,7 @@ class _ShardedOptimizer:
     an ``apply`` that visits each block the step read."""
 
     slot_names: tuple[str, ...] = ()
+    slot_initial: float = 0.0  # every slot entry's value before the first update
 
     def __init__(self, learning_rate: float) -> None:
         self.learning_rate = learning_rate
@@ -224,7 +229,9 @@ class _ShardedOptimizer:
         """Create the slots of ``tables`` (inside the strategy's scope, so they go to the servers)."""
         self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="iterations")
         for table in tables:
-            self.slots[table.path] = {s: table.zeros_like(f"{table.path}/{s}") for s in self.slot_names}
+            self.slots[table.path] = {
+                s: table.filled_like(f"{table.path}/{s}", fill=self.slot_initial) for s in self.slot_names
+            }
 
     def variables(self) -> dict[str, object]:
         """Name → variable or slot table, for checkpoints (``iterations`` first)."""
@@ -282,19 +289,21 @@ class ShardedLazyAdam(_ShardedOptimizer):
 
 
 class ShardedLazyAdagrad(_ShardedOptimizer):
-    """`jobi_tf.optimizers.LazyAdagrad`'s update (accumulators from 0, epsilon 1e-10), block by block."""
+    """`jobi_tf.optimizers.LazyAdagrad`'s update (accumulators from 1e-10, epsilon 1e-10 outside
+    the root), block by block."""
 
     slot_names = ("accumulator",)
 
-    def __init__(self, learning_rate: float, epsilon: float = 1e-10) -> None:
+    def __init__(self, learning_rate: float, epsilon: float = 1e-10, initial_accumulator_value: float = 1e-10) -> None:
         super().__init__(learning_rate)
         self.epsilon = epsilon
+        self.slot_initial = initial_accumulator_value
 
     def _update_rows(self, shard, slots, ids, grad) -> None:
         accumulator = slots["accumulator"]
         acc_rows = tf.gather(accumulator, ids) + tf.square(grad)
         accumulator.scatter_update(tf.IndexedSlices(acc_rows, ids))
-        shard.scatter_sub(tf.IndexedSlices(self.learning_rate * grad / tf.sqrt(acc_rows + self.epsilon), ids))
+        shard.scatter_sub(tf.IndexedSlices(self.learning_rate * grad / (tf.sqrt(acc_rows) + self.epsilon), ids))
 
 
 def make_sharded_optimizer(name: str, learning_rate: float) -> _ShardedOptimizer:
