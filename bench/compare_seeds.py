@@ -18,9 +18,12 @@ import statistics
 import sys
 from pathlib import Path
 
+from jobi_tf.config import variant_name
+
 #: Fields that may differ between the runs of a comparison: what is compared, the seed,
-#: and settings that do not change what is trained.
-ALLOWED_TO_DIFFER = {"joint", "p", "seed", "epochs", "patience", "checkpoint_steps"}
+#: and settings that do not change what is trained (the stopping rule, ``epochs`` and
+#: ``patience``, is the same on both sides or the comparison is refused).
+ALLOWED_TO_DIFFER = {"joint", "p", "seed", "checkpoint_steps"}
 IGNORED_SECTIONS = {"eval", "distribute"}
 
 
@@ -34,10 +37,7 @@ def flat_config(cfg: dict) -> dict:
 
 
 def variant(cfg: dict) -> str:
-    joint, biased = cfg["model"]["joint"], cfg["sampler"]["p"] > 0
-    return {(False, False): "baseline", (False, True): "biasedneg", (True, False): "joint", (True, True): "jobi"}[
-        (joint, biased)
-    ]
+    return variant_name(cfg["model"]["joint"], cfg["sampler"]["p"])
 
 
 def load(folder: Path, split: str) -> dict:

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from jobi_tf.atomic import write_text_atomic
-from jobi_tf.config import SECTIONS, VARIANTS, RunConfig, variant_name
+from jobi_tf.config import SECTIONS, VARIANTS, DataConfig, RunConfig, variant_name
 from jobi_tf.errors import ConfigError, GridSpecError
 from jobi_tf.presets import preset_settings
 from jobi_tf.runs import RunFolder
@@ -403,7 +403,7 @@ def _apply_preset(settings: dict[str, Any]) -> dict[str, Any]:
         return settings
     settings = dict(settings)
     name = settings.pop("preset")
-    dataset = settings.get("dataset") or (Path(settings["data_dir"]).name if settings.get("data_dir") else None)
+    dataset = DataConfig(dataset=settings.get("dataset"), data_dir=settings.get("data_dir")).name
     return {**preset_settings(name, explicit=set(settings), dataset=dataset), **settings}
 
 

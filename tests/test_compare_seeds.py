@@ -54,6 +54,7 @@ def test_a_clear_gain_is_ahead_and_a_small_one_level():
     ("other", "message"),
     [
         ({"seed": 0, "joint": True, "lr": 0.05}, "not like for like: lr is 0.1"),
+        ({"seed": 0, "joint": True, "patience": 9}, "not like for like: patience is 3"),
         ({"seed": 1, "joint": True}, "the variants were run with different seeds"),
         ({"seed": 0}, "variant baseline lists seed [0, 0] twice"),
     ],
