@@ -397,19 +397,24 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
             dataset = make_train_dataset(
                 index, cfg.sampler, full_softmax=full_softmax, slot_rows=slot_rows, rows=rows, **where
             )
+        rest_of_epoch = _EndAfterOneEpoch() if first_step else None  # the progress bar counts to the run's epochs
         model.fit(
             dataset,
-            epochs=last_epoch,
+            epochs=cfg.train.epochs if rest_of_epoch else last_epoch,
             initial_epoch=first_epoch,
             steps_per_epoch=steps - first_step,
-            callbacks=callbacks,
+            callbacks=callbacks + [rest_of_epoch] if rest_of_epoch else callbacks,
             shuffle=False,
             verbose=verbose if chief else 0,
         )
+        if rest_of_epoch:
+            model.stop_training = rest_of_epoch.asked
 
     with _stop_on_signals(guard):
         if state["step"] and not _stopped_early(state, cfg):  # finish the interrupted epoch first
             resumed = state["epoch"]
+            if verbose and chief:
+                print(f"Resuming epoch {resumed + 1} after step {state['step']} of {steps}", file=sys.stderr)
             fit(resumed, state["step"], resumed + 1)
             if not (model.stop_training or guard.signal or guard.bad_loss is not None):
                 state["epoch"], state["step"] = resumed + 1, 0  # (a validation may have set it already)
@@ -442,6 +447,21 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     if not chief:
         return TrainResult(run_dir, {k: state[k] for k in ("epoch", "final_weights_sha256") if k in state})
     return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
+
+
+class _EndAfterOneEpoch(keras.callbacks.Callback):
+    """Ends a ``fit`` after its first epoch, keeping whether another callback asked to stop.
+
+    Why: a resumed run finishes its interrupted epoch in a ``fit`` of its own; given the run's
+    epochs instead of one, Keras's progress bar reads "Epoch 29/100", not "Epoch 29/29".
+    Appended last, so ``asked`` sees the stop that validation or a signal set in that epoch.
+    """
+
+    asked = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.asked = bool(self.model.stop_training)
+        self.model.stop_training = True
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):

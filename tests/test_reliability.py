@@ -225,21 +225,22 @@ def test_a_lock_from_another_host_names_the_file_to_delete(tmp_path):
             pass
 
 
-def _resumes_at_epoch_2_step_4_and_ends_like(straight: dict, run: Path) -> None:
+def _resumes_at_epoch_2_step_4_and_ends_like(straight: dict, run: Path, verbose: int = 0) -> None:
     """The checkpoint holds (epoch 1, step 4); the rerun ends with ``straight``'s metrics."""
     state = load_checkpoint_state(run / "checkpoint.npz")
     assert (state["epoch"], state["step"]) == (1, 4)
-    resumed = train(_cfg(batch_size=40, epochs=3), run, verbose=0).metrics
+    resumed = train(_cfg(batch_size=40, epochs=3), run, verbose=verbose).metrics
     assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3]
     for split in ("valid", "test"):
         assert resumed[split]["mrr"] == straight[split]["mrr"]
         assert resumed[split]["hits@10"] == straight[split]["hits@10"]
 
 
-def test_a_run_stopped_mid_epoch_resumes_at_that_batch(tmp_path, monkeypatch):
+def test_a_run_stopped_mid_epoch_resumes_at_that_batch(tmp_path, monkeypatch, capsys):
     """A signal during epoch 2 stops after the next batch; the checkpoint records (epoch 1,
     step 4) and the resumed run finishes that epoch from batch 5, ending exactly where an
-    uninterrupted run ends (every batch is a function of (seed, global step))."""
+    uninterrupted run ends (every batch is a function of (seed, global step)). Its progress
+    says where it resumed and counts epochs to the run's 3, not to the interrupted one's."""
     from jobi_tf.training import StopGuard
 
     straight = train(_cfg(batch_size=40, epochs=3), tmp_path / "straight", verbose=0).metrics
@@ -255,7 +256,11 @@ def test_a_run_stopped_mid_epoch_resumes_at_that_batch(tmp_path, monkeypatch):
         train(_cfg(batch_size=40, epochs=3), tmp_path / "run", verbose=0)
     assert info.value.exit_code == 130
     monkeypatch.setattr(StopGuard, "on_train_batch_end", original)
-    _resumes_at_epoch_2_step_4_and_ends_like(straight, tmp_path / "run")
+    capsys.readouterr()
+    _resumes_at_epoch_2_step_4_and_ends_like(straight, tmp_path / "run", verbose=2)
+    shown = capsys.readouterr()
+    assert "Resuming epoch 2 after step 4 of " in shown.err
+    assert [line for line in shown.out.splitlines() if line.startswith("Epoch ")] == ["Epoch 2/3", "Epoch 3/3"]
 
 
 def test_checkpoint_steps_bound_what_a_crash_loses_and_the_rerun_ends_like_an_uninterrupted_run(tmp_path, monkeypatch):
