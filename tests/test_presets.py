@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -27,7 +28,7 @@ def test_explicit_settings_win_over_the_preset():
     cfg = apply_preset(RunConfig(), "kbc", explicit={"dim", "lr"})
     assert cfg.model.dim == RunConfig().model.dim and cfg.train.lr == RunConfig().train.lr
     assert cfg.train.loss == "full-softmax" and cfg.model.reciprocal and cfg.train.optimizer == "adagrad"
-    with pytest.raises(ConfigError, match="--preset: must be one of paper, kbc, kbc-rp"):
+    with pytest.raises(ConfigError, match="--preset: must be one of paper, kbc, kbc-rp, kbc-fast"):
         apply_preset(RunConfig(), "fast")
 
 
@@ -41,6 +42,20 @@ def test_a_dataset_gets_the_presets_settings_for_it():
     # Explicit settings still win over the dataset's.
     mine = apply_preset(RunConfig(), "kbc", explicit={"batch_size"}, dataset="wn18rr")
     assert mine.sampler.batch_size == RunConfig().sampler.batch_size and mine.train.regularization == 0.2
+
+
+def test_kbc_fast_is_the_winning_cell_of_the_committed_search():
+    """The preset and bench/grids/fb15k-237-rp-search.json must not drift apart: the preset with
+    the search's bfloat16 products is the config of the cell that won it (docs/results.md)."""
+    from pathlib import Path
+
+    from jobi_tf.grid import load_spec
+
+    spec = load_spec(Path(__file__).parents[1] / "bench" / "grids" / "fb15k-237-rp-search.json")
+    (winner,) = [c for c in spec.cells() if c.name == "relation_prediction-0_regularization-0.05"]
+    base = apply_preset(RunConfig(), "kbc-fast", dataset="fb15k-237")
+    bf16 = dataclasses.replace(base.train, matmul_dtype="bfloat16")
+    assert dataclasses.replace(base, data=winner.config.data, train=bf16) == winner.config
 
 
 def test_cli_preset_picks_the_settings_of_the_data_folders_name(tmp_path):
