@@ -67,6 +67,8 @@ class JoBiModel(keras.Model):
             ``||x|| / sqrt(width)``, PyKEEN's ComplEx default; ``"n3"``: the sum of the cubed
             component moduli of the positive's head, relation and tail rows (Lacroix et al.,
             2018), which damps rarely seen entities more than frequent ones.
+        relation_penalty: with ``"n3"``, the factor on the relation rows' terms. Default 1;
+            0 penalises entity rows only (WN18RR needs it: see `jobi_tf.config.TrainConfig`).
         loss: the triple head's objective: ``"sampled-softmax"``, ``"full-softmax"`` (see
             `jobi_tf.objectives.OBJECTIVES`) or an `jobi_tf.objectives.Objective` of your own
             (its config then holds ``loss=None``: pass it again to ``from_config``). The pair
@@ -117,6 +119,7 @@ class JoBiModel(keras.Model):
         loss: str = "sampled-softmax",
         regularization: float = 0.0,
         regularizer: str = "l2",
+        relation_penalty: float = 1.0,
         init: str = "table-glorot",
         reciprocal: bool = False,
         label_smoothing: float = 0.0,
@@ -156,6 +159,7 @@ class JoBiModel(keras.Model):
             raise ValueError(f"regularizer must be one of {REGULARIZERS}. Received: regularizer={regularizer!r}")
         self.regularization = regularization
         self.regularizer = regularizer
+        self.relation_penalty = relation_penalty
         self.loss_kind = _objective_name(self.objective)
         self.init = init
         self.reciprocal = reciprocal
@@ -225,6 +229,7 @@ class JoBiModel(keras.Model):
             matmul_dtype=cfg.train.matmul_dtype,
             regularization=cfg.train.regularization,
             regularizer=cfg.train.regularizer,
+            relation_penalty=cfg.train.relation_penalty,
             init=cfg.model.init,
             reciprocal=cfg.model.reciprocal,
             name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
@@ -373,7 +378,13 @@ class JoBiModel(keras.Model):
         if self.objective.candidates in ("all", "queries"):
             positive = list(batch.rows.values())
         if self.regularizer == "n3":
-            return tf.add_n([self.scorer.cubed_norm(x) for x in positive])
+            entities = [batch.rows["head"], batch.rows["tail"]]
+            relations = [x for x in positive if not any(x is e for e in entities)]
+            terms = [self.scorer.cubed_norm(x) for x in entities]
+            if self.relation_penalty:
+                factor = self.relation_penalty
+                terms += [self.scorer.cubed_norm(x) * factor if factor != 1.0 else self.scorer.cubed_norm(x) for x in relations]
+            return tf.add_n(terms)
         used = [*positive, *batch.candidate_rows]
         norms = [tf.norm(x, axis=-1) / tf.sqrt(tf.cast(tf.shape(x)[-1], x.dtype)) for x in used]
         flat = [n if n.shape.rank == 2 else n[:, None] for n in norms]
@@ -436,6 +447,7 @@ class JoBiModel(keras.Model):
             "loss": self.loss_kind,
             "regularization": self.regularization,
             "regularizer": self.regularizer,
+            "relation_penalty": self.relation_penalty,
             "init": self.init,
             "reciprocal": self.reciprocal,
             "label_smoothing": self.label_smoothing,

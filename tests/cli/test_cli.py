@@ -126,6 +126,12 @@ def test_bfloat16_matmuls_need_every_entity_scored(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_relation_penalty_needs_n3(tmp_path):
+    result = CliRunner().invoke(main, ["train", "--relation-penalty", "0", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "--relation-penalty: needs --regularizer n3" in result.output
+    assert not (tmp_path / "run").exists()
+
+
 def test_reciprocal_with_a_coin_per_negative_is_refused(tmp_path):
     args = ["train", "--reciprocal", "--corrupt-side", "per-negative", "--out", str(tmp_path / "run")]
     result = CliRunner().invoke(main, args)

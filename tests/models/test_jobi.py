@@ -330,15 +330,17 @@ def test_reciprocal_full_softmax_scores_heads_with_the_inverse_relation():
     )
 
 
+@pytest.mark.parametrize("relation_penalty", [1.0, 0.5, 0.0])
 @pytest.mark.parametrize("loss", ["sampled-softmax", "full-softmax"])
-def test_reciprocal_n3_penalises_the_relation_rows_the_positive_was_scored_with(loss):
+def test_reciprocal_n3_penalises_the_relation_rows_the_positive_was_scored_with(loss, relation_penalty):
     """Sampled: the forward row for a tail corruption, the inverse for a head one; full
-    softmax scores both queries, so both rows."""
+    softmax scores both queries, so both rows; ``relation_penalty`` scales their terms only."""
     x = _reciprocalsampled_batch(np.random.default_rng(11))
     if loss == "full-softmax":
         x = {"triples": x["triples"], "positive_corrupt_tail": x["positive_corrupt_tail"]}
     kw = dict(num_entities=12, num_relations=3, model="complex", dim=4, reciprocal=True, loss=loss)
-    plain, reg = JoBiModel(**kw), JoBiModel(**kw, regularization=0.05, regularizer="n3")
+    plain = JoBiModel(**kw)
+    reg = JoBiModel(**kw, regularization=0.05, regularizer="n3", relation_penalty=relation_penalty)
     for a, b in zip(reg.weights, plain.weights, strict=True):
         a.assign(b)
     ent, rel = plain.entity_embeddings.numpy(), plain.triple_relations.numpy()
@@ -348,6 +350,8 @@ def test_reciprocal_n3_penalises_the_relation_rows_the_positive_was_scored_with(
         relation_terms = _numpy_cubed_norm("complex", rel[r]) + _numpy_cubed_norm("complex", rel[r + 3])
     else:
         relation_terms = _numpy_cubed_norm("complex", np.where(side, rel[r], rel[r + 3]))
-    per_example = _numpy_cubed_norm("complex", ent[h]) + _numpy_cubed_norm("complex", ent[t]) + relation_terms
+    entity_terms = _numpy_cubed_norm("complex", ent[h]) + _numpy_cubed_norm("complex", ent[t])
+    per_example = entity_terms + relation_penalty * relation_terms
     expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 0.05 * per_example.mean()
     np.testing.assert_allclose(float(reg.compute_loss(x=x, y_pred=reg(x))), expected, rtol=1e-5)
+    assert JoBiModel.from_config(reg.get_config()).relation_penalty == relation_penalty
