@@ -379,7 +379,7 @@ class JoBiModel(keras.Model):
             positive = list(batch.rows.values())
         if self.regularizer == "n3":
             entities = [batch.rows["head"], batch.rows["tail"]]
-            relations = [x for x in positive if not any(x is e for e in entities)]
+            relations = [x for x in positive if not any(x is e for e in entities)]  # relation (and inverse) rows
             terms = [self.scorer.cubed_norm(x) for x in entities]
             if self.relation_penalty:
                 factor = self.relation_penalty
