@@ -381,9 +381,8 @@ class JoBiModel(keras.Model):
             entities = [batch.rows["head"], batch.rows["tail"]]
             relations = [x for x in positive if not any(x is e for e in entities)]  # relation (and inverse) rows
             terms = [self.scorer.cubed_norm(x) for x in entities]
-            if self.relation_penalty:
-                factor = self.relation_penalty
-                terms += [self.scorer.cubed_norm(x) * factor if factor != 1.0 else self.scorer.cubed_norm(x) for x in relations]
+            if self.relation_penalty:  # (× 1 is exact: runs from before the factor train the same)
+                terms += [self.relation_penalty * self.scorer.cubed_norm(x) for x in relations]
             return tf.add_n(terms)
         used = [*positive, *batch.candidate_rows]
         norms = [tf.norm(x, axis=-1) / tf.sqrt(tf.cast(tf.shape(x)[-1], x.dtype)) for x in used]
