@@ -39,7 +39,8 @@ def test_a_dataset_gets_the_presets_settings_for_it():
     assert (wn.sampler.batch_size, wn.train.regularization, wn.train.relation_prediction) == (50, 0.2, 0.05)
     assert (fb.sampler.batch_size, fb.train.regularization, fb.train.relation_prediction) == (500, 0.1, 4.0)
     assert wn.model.dim == fb.model.dim == 1000 and wn.train.loss == "full-softmax"
-    assert (wn.train.relation_penalty, fb.train.relation_penalty) == (0.0, 1.0)  # WN18RR's relation rows collapse
+    assert (wn.train.relation_penalty, fb.train.relation_penalty) == (0.02, 1.0)  # WN18RR's relation rows collapse
+    assert apply_preset(RunConfig(), "kbc", dataset="wn18rr").train.relation_penalty == 0.0  # measured one epoch only
     # Explicit settings still win over the dataset's.
     mine = apply_preset(RunConfig(), "kbc", explicit={"batch_size"}, dataset="wn18rr")
     assert mine.sampler.batch_size == RunConfig().sampler.batch_size and mine.train.regularization == 0.2
