@@ -68,7 +68,7 @@ class JoBiModel(keras.Model):
             component moduli of the positive's head, relation and tail rows (Lacroix et al.,
             2018), which damps rarely seen entities more than frequent ones.
         relation_penalty: with ``"n3"``, the factor on the relation rows' terms. Default 1;
-            0 penalises entity rows only (WN18RR needs it: see `jobi_tf.config.TrainConfig`).
+            0 penalises entity rows only; WN18RR needs a small one (see `jobi_tf.config.TrainConfig`).
         loss: the triple head's objective: ``"sampled-softmax"``, ``"full-softmax"`` (see
             `jobi_tf.objectives.OBJECTIVES`) or an `jobi_tf.objectives.Objective` of your own
             (its config then holds ``loss=None``: pass it again to ``from_config``). The pair
