@@ -330,7 +330,8 @@ class TrainConfig:
     matmul_dtype: str = setting(
         "float32",
         "With --loss full-softmax or k-vs-all: dtype of the products that score every entity in training "
-        "(bfloat16: faster with --no-jit on CPUs with AVX512-BF16; weights and evaluation stay float32).",
+        "(bfloat16: faster with --no-jit on CPUs with AVX512-BF16, about 20x slower on CPUs without bfloat16 dot "
+        "products; weights and evaluation stay float32).",
         choices=MATMUL_DTYPES,
     )
     init_from: str | None = setting(

@@ -45,6 +45,7 @@ from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
 from jobi_tf.runs import RunFolder
+from jobi_tf.runtime import cpu_has_native_bfloat16
 from jobi_tf.sampling import (
     EpochRows,
     TrainingQueries,
@@ -314,6 +315,7 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     cfg = _resolve_optimizer(cfg, index.num_entities, sharded)
     if not sharded:  # sharded tables live on the parameter servers, not here
         _check_memory(cfg, index)
+    _check_matmul_dtype(cfg)
     # Before anything is written: a source run that does not fit is refused on an empty --out.
     growth = (
         plan_growth(cfg, run_dir, entities, relations, index) if cfg.train.init_from and not folder.finished else None
@@ -522,6 +524,24 @@ def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
             f"the tables and optimizer slots of {index.num_entities} entities at --dim {cfg.model.dim} need "
             f"{need / 2**30:.1f} GiB, more than this machine's {have / 2**30:.1f} GiB",
         )
+
+
+def _check_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Warn, in one line, when bfloat16 products will run on a CPU without bfloat16 arithmetic.
+
+    Why a warning and not a switch to float32: the dtype is part of what the run trains (its
+    config, its resumption, a comparison's like-for-like check), so it is the user's to
+    change; but a 20x slower step should not go unexplained. Returns whether it warned.
+    """
+    if cfg.train.matmul_dtype != "bfloat16" or tf.config.list_physical_devices("GPU"):
+        return False
+    if cpu_has_native_bfloat16(cpuinfo) is not False:
+        return False
+    logger.warning(
+        "--matmul-dtype bfloat16: this CPU has no bfloat16 dot products (no avx512_bf16 or amx_bf16 flag), "
+        "so each product runs about 20x slower than in float32; use --matmul-dtype float32"
+    )
+    return True
 
 
 def _jit_compile(cfg: RunConfig, strategy: tf.distribute.Strategy) -> bool:

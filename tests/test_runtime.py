@@ -224,3 +224,51 @@ def test_the_console_script_runs_from_a_folder_holding_a_jobi_tf_folder(tmp_path
     done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("jobi-tf, version")
+
+
+# --- bfloat16 products on a CPU without bfloat16 arithmetic -----------------------------------
+
+_CPUINFO = "processor\t: {n}\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse sse2 avx avx2 fma{extra}\n\n"
+
+
+def _cpuinfo(tmp_path: Path, extra: str) -> str:
+    path = tmp_path / "cpuinfo"
+    path.write_text("".join(_CPUINFO.format(n=n, extra=extra) for n in range(2)))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [("", False), (" avx512f avx512_bf16", True), (" amx_bf16 amx_tile", True), (" avx512f avx512bw", False)],
+)
+def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path, extra, expected):
+    from jobi_tf.runtime import cpu_has_native_bfloat16
+
+    assert cpu_has_native_bfloat16(_cpuinfo(tmp_path, extra)) is expected
+
+
+def test_native_bfloat16_is_unknown_without_cpuinfo(tmp_path):
+    from jobi_tf.runtime import cpu_has_native_bfloat16
+
+    assert cpu_has_native_bfloat16(str(tmp_path / "missing")) is None
+    (tmp_path / "no-flags").write_text("processor\t: 0\n")
+    assert cpu_has_native_bfloat16(str(tmp_path / "no-flags")) is None
+
+
+@pytest.mark.parametrize(
+    "dtype, extra, warns",
+    [("bfloat16", "", True), ("bfloat16", " avx512_bf16", False), ("float32", "", False)],
+)
+def test_bfloat16_products_on_a_cpu_without_them_warn_in_one_line(tmp_path, caplog, dtype, extra, warns):
+    from jobi_tf.config import RunConfig, with_settings
+    from jobi_tf.training import _check_matmul_dtype
+
+    cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": dtype})
+    with caplog.at_level("WARNING", logger="jobi_tf.training"):
+        assert _check_matmul_dtype(cfg, _cpuinfo(tmp_path, extra)) is warns
+    lines = [r.getMessage() for r in caplog.records]
+    if warns:
+        assert len(lines) == 1 and "\n" not in lines[0]
+        assert "--matmul-dtype float32" in lines[0] and "20x slower" in lines[0]
+    else:
+        assert lines == []
