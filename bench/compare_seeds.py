@@ -1,6 +1,7 @@
 """JoBi against its baseline over seeds: mean ± sd per variant and the sd of the difference.
 
 Run:  python bench/compare_seeds.py runs/seeds/*  [--metric mrr hits@1 hits@10] [--split test]
+      python bench/compare_seeds.py docs/results/fast-seeds-fb15k-237/*.json   (raw results files)
 Prints a Markdown table on stdout, then one JSON line with the same numbers.
 
 Why a script: "JoBi is ahead" needs the difference of two means stated with its own
@@ -40,16 +41,26 @@ def variant(cfg: dict) -> str:
     return variant_name(cfg["model"]["joint"], cfg["sampler"]["p"])
 
 
-def load(folder: Path, split: str) -> dict:
-    metrics_path, config_path = folder / "metrics.json", folder / "config.json"
-    for path in (metrics_path, config_path):
-        if not path.exists():
-            raise SystemExit(f"{path}: missing (is {folder} a finished run?)")
-    metrics = json.loads(metrics_path.read_text())
+def load(path: Path, split: str) -> dict:
+    """A finished run folder, or a raw results file of docs/results/ (``{"config", "metrics"}``).
+
+    Why files too: a run folder holds gigabytes of weights and lives on one machine; the raw
+    file is what is kept, so cells run on different machines and days compare from it.
+    """
+    if path.is_file():
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, dict) or not {"config", "metrics"} <= raw.keys():
+            raise SystemExit(f"{path}: not a raw results file (needs 'config' and 'metrics')")
+        metrics_path, metrics, cfg = path, raw["metrics"], raw["config"]
+    else:
+        metrics_path, config_path = path / "metrics.json", path / "config.json"
+        for needed in (metrics_path, config_path):
+            if not needed.exists():
+                raise SystemExit(f"{needed}: missing (is {path} a finished run?)")
+        metrics, cfg = json.loads(metrics_path.read_text()), json.loads(config_path.read_text())
     if split not in metrics:
         raise SystemExit(f"{metrics_path}: has no {split!r} metrics")
-    cfg = json.loads(config_path.read_text())
-    return {"run": str(folder), "config": cfg, "flat": flat_config(cfg), "variant": variant(cfg), "metrics": metrics}
+    return {"run": str(path), "config": cfg, "flat": flat_config(cfg), "variant": variant(cfg), "metrics": metrics}
 
 
 def check_like_for_like(runs: list[dict]) -> None:
@@ -134,7 +145,7 @@ def markdown(result: dict, metrics: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="finished run folders (metrics.json, config.json)")
+    parser.add_argument("runs", nargs="+", type=Path, help="finished run folders (metrics.json, config.json) or raw results files ({config, metrics})")
     parser.add_argument("--metric", nargs="+", default=["mrr", "hits@1", "hits@3", "hits@10"])
     parser.add_argument("--split", default="test", choices=["test", "valid"])
     args = parser.parse_args(argv)

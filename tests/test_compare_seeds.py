@@ -64,3 +64,36 @@ def test_runs_that_differ_in_more_than_the_pair_head_are_refused(tmp_path, other
     second = _run(tmp_path, "b", 0.36, **{"lr": 0.1, **other})
     with pytest.raises(SystemExit, match=message.replace("[", r"\[").replace("]", r"\]")):
         compare_seeds.main([str(first), str(second)])
+
+
+def test_raw_results_files_compare_like_their_run_folders(tmp_path, capsys):
+    """A docs/results/ file ({command, config, metrics}) stands for its run folder, and mixes with folders."""
+    rng = np.random.default_rng(1)
+    values = {"b": 0.35 + 0.003 * rng.standard_normal(3), "j": 0.36 + 0.003 * rng.standard_normal(3)}
+    folders = [
+        _run(tmp_path, f"{v}{s}", float(values[v][s]), seed=s, joint=v == "j") for v in values for s in range(3)
+    ]
+    compare_seeds.main([str(f) for f in folders])
+    from_folders = json.loads(capsys.readouterr().out.splitlines()[-1])
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    mixed = []
+    for folder in folders:
+        if folder.name.endswith("2"):  # the last seed stays a folder
+            mixed.append(folder)
+            continue
+        doc = {"command": "jobi-tf grid ...", "config": json.loads((folder / "config.json").read_text())}
+        doc["metrics"] = json.loads((folder / "metrics.json").read_text())
+        (raw / f"{folder.name}.json").write_text(json.dumps(doc))
+        mixed.append(raw / f"{folder.name}.json")
+    compare_seeds.main([str(p) for p in mixed])
+    from_files = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert from_files["variants"] == from_folders["variants"]
+    assert from_files["differences"] == from_folders["differences"]
+
+
+def test_a_file_without_config_and_metrics_is_refused_in_one_line(tmp_path):
+    bad = tmp_path / "summary.json"
+    bad.write_text(json.dumps({"metrics": {"test": {"mrr": 0.3}}}))
+    with pytest.raises(SystemExit, match=r"summary.json: not a raw results file \(needs 'config' and 'metrics'\)"):
+        compare_seeds.main([str(bad)])
