@@ -145,7 +145,12 @@ def markdown(result: dict, metrics: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="finished run folders (metrics.json, config.json) or raw results files ({config, metrics})")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        help="finished run folders (metrics.json, config.json) or raw results files ({config, metrics})",
+    )
     parser.add_argument("--metric", nargs="+", default=["mrr", "hits@1", "hits@3", "hits@10"])
     parser.add_argument("--split", default="test", choices=["test", "valid"])
     args = parser.parse_args(argv)

@@ -70,9 +70,7 @@ def test_raw_results_files_compare_like_their_run_folders(tmp_path, capsys):
     """A docs/results/ file ({command, config, metrics}) stands for its run folder, and mixes with folders."""
     rng = np.random.default_rng(1)
     values = {"b": 0.35 + 0.003 * rng.standard_normal(3), "j": 0.36 + 0.003 * rng.standard_normal(3)}
-    folders = [
-        _run(tmp_path, f"{v}{s}", float(values[v][s]), seed=s, joint=v == "j") for v in values for s in range(3)
-    ]
+    folders = [_run(tmp_path, f"{v}{s}", float(values[v][s]), seed=s, joint=v == "j") for v in values for s in range(3)]
     compare_seeds.main([str(f) for f in folders])
     from_folders = json.loads(capsys.readouterr().out.splitlines()[-1])
     raw = tmp_path / "raw"
