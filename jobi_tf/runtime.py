@@ -88,9 +88,9 @@ NATIVE_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
 def cpu_has_native_bfloat16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
     """Whether this CPU has bfloat16 dot products; None where it cannot be read (not Linux).
 
-    Why: without them TensorFlow's CPU kernels widen every bfloat16 operand in scalar code,
-    and a bfloat16 product runs about 20x slower than the float32 one (docs/performance.md,
-    measured on an AVX2-only EPYC), where with AVX512-BF16 it is 1.6x faster.
+    Why: without them a bfloat16 product ran about 20x slower than the float32 one, at 4% of
+    the float32 matmul limit (docs/performance.md, an AVX2-only EPYC), where with AVX512-BF16
+    it is 1.6x faster.
     """
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as f:

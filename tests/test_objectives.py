@@ -254,8 +254,8 @@ def test_bfloat16_matmuls_score_every_entity_from_bfloat16_inputs(loss):
         got, want = [model(x)["triple"]], [np.where(x["query_is_tail"][:, None], by_tail, by_head)]
         plain = exact(x)["triple"].numpy()
     # With bfloat16 dot products (AVX512-BF16, AMX) the sums are float32 and only the result is
-    # rounded; without them TensorFlow sums in bfloat16, whose error bound is relative to the
-    # sum of the terms' magnitudes (recursive summation: at most dim roundings of 2**-8 each).
+    # rounded; without them the errors seen (several bfloat16 steps on an AVX2 CPU) are those
+    # of summing in bfloat16, bounded relative to the terms' magnitudes (dim roundings of 2**-8).
     exact_sums = cpu_has_native_bfloat16() is True
     abs_tail = np.abs(_bfloat16(tail_q)).astype(np.float64) @ np.abs(table).T
     abs_head = np.abs(_bfloat16(head_q)).astype(np.float64) @ np.abs(table).T
