@@ -60,7 +60,8 @@ PRESETS: dict[str, Preset] = {
             "monitor": "mrr",
         },
         "1-vs-all with reciprocal relations and N3, Adagrad 0.1, batch 1000, rank 200 (Lacroix et al., 2018); "
-        "FB15k-237 test MRR 0.353 (docs/results.md); on WN18RR kbc's batch and N3: batch 50, N3 0.2 on entity rows only.",
+        "FB15k-237 test MRR 0.353 (docs/results.md); on WN18RR kbc's batch and N3: batch 50, N3 0.2 on "
+        "entity rows only.",
         for_dataset={"wn18rr": {"batch_size": 50, "regularization": 0.2, "relation_penalty": 0.0}},
     ),
 }
@@ -84,7 +85,9 @@ PRESETS["kbc-rp"] = Preset(
     "prediction, weight 4, without XLA; FB15k-237 test MRR 0.371 after 30 epochs, still rising (docs/results.md); "
     "on WN18RR their setting (batch 50, N3 0.2, relation prediction 0.05) with N3 at 0.02 of its weight on the "
     "relation rows (at full weight training stalled at a uniform softmax here).",
-    for_dataset={"wn18rr": {"batch_size": 50, "regularization": 0.2, "relation_prediction": 0.05, "relation_penalty": 0.02}},
+    for_dataset={
+        "wn18rr": {"batch_size": 50, "regularization": 0.2, "relation_prediction": 0.05, "relation_penalty": 0.02}
+    },
 )
 
 # The winner of a search (bench/grids/fb15k-237-rp-search.json: relation-prediction weight x N3

@@ -55,7 +55,8 @@ def test_a_preset_expands_per_cell_dataset_and_the_specs_settings_win(tmp_path):
     assert len(cells) == 8
     for cell in cells:
         cfg = cell.config
-        assert (cfg.train.loss, cfg.model.dim, cfg.model.reciprocal, cfg.train.epochs) == ("full-softmax", 1000, True, 12)
+        recipe = (cfg.train.loss, cfg.model.dim, cfg.model.reciprocal, cfg.train.epochs)
+        assert recipe == ("full-softmax", 1000, True, 12)
         wn = cfg.data.dataset == "wn18rr"
         assert cfg.sampler.batch_size == (50 if wn else 500)
         assert cfg.train.relation_prediction == (0.05 if wn else 4.0)
