@@ -71,3 +71,20 @@ def emit(record: dict) -> None:
     print(json.dumps(record), flush=True)
     if not record.get("kernel_check", {}).get("ok", True):
         sys.exit(1)
+
+
+def machine() -> dict:
+    """The CPU a figure was measured on: model name, core count and the vector flags that
+    change TensorFlow's speed (AVX2, AVX-512, bfloat16 dot products)."""
+    model, flags = "unknown", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown":
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")
+    return {"cpu": model, "cpus": os.cpu_count(), "flags": [f for f in wanted if f in flags]}

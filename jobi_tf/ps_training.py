@@ -138,7 +138,8 @@ class ShardedTrainer:
         each worker once, as constants of the function. The batch's triples come with each call
         (12 KB at batch 1000): no worker holds the training set."""
         model = self.model
-        sampler = NegativeSampler(self.index, self.cfg.sampler, self.cfg.seed)
+        read = {f for o in model.objectives for f in o.features}
+        sampler = NegativeSampler(self.index, self.cfg.sampler, self.cfg.seed, pair_labels="pair_labels" in read)
         features = sampler(triples, step)
         tables = model.sharded_tables
         with tf.GradientTape() as tape:

@@ -47,12 +47,49 @@ __all__ = [
 #: 1-vs-all pair labels: FB15k-237 needs 3.4 MB a side; an FB1.9M-size graph would need 6 GB.
 DENSE_SLOT_TABLE_BYTES = 1 << 28
 
+#: Largest ``2 x relations x entities`` byte table `SlotMembership` keeps for pair labels of
+#: sampled candidates (YAGO3-10: 9 MB); larger graphs search sorted keys instead.
+DENSE_MEMBERSHIP_BYTES = 1 << 26
+
 
 def _slot_table(pools, index: KGIndex) -> tf.Tensor:
     """uint8 ``[relations, entities]``: 1 where the entity fills that slot of the relation in train."""
     table = np.zeros((index.num_relations, index.num_entities), np.uint8)
     table[np.repeat(pools.keys, pools.sizes()), pools.values] = 1
     return tf.constant(table)
+
+
+class SlotMembership:
+    """ "Was entity ``e`` seen in the tail (or head) slot of relation ``r`` in train", in-graph.
+
+    Why two forms: a dense byte per ``(side, relation, entity)`` answers with one gather
+    (FB15k-237: 6.9 MB), while a graph of FB1.9M's size would need 12 GB; there one binary
+    search runs over the sorted keys of both sides at once (tail keys first, head keys offset
+    past them), instead of one search per side.
+    """
+
+    def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES) -> None:
+        e, r = index.num_entities, index.num_relations
+        self._num_entities = e
+        self._side_offset = r * e  # head keys come after every tail key
+        tails, heads = index.train_tails, index.train_heads
+        keys = np.concatenate([tails.membership_keys(e), heads.membership_keys(e) + self._side_offset])
+        if 2 * r * e <= dense_bytes:
+            table = np.zeros(2 * r * e, np.bool_)
+            table[keys] = True
+            self._table, self._keys = tf.constant(table), None
+        else:
+            self._table, self._keys = None, tf.constant(keys, tf.int64)
+
+    def contains(self, relations: tf.Tensor, entities: tf.Tensor, tail: tf.Tensor) -> tf.Tensor:
+        """bool, same shape as the (equal-shaped) inputs."""
+        key = tf.cast(relations, tf.int64) * self._num_entities + tf.cast(entities, tf.int64)
+        key = key + tf.where(tail, tf.constant(0, tf.int64), tf.constant(self._side_offset, tf.int64))
+        if self._table is not None:
+            return tf.gather(self._table, key)
+        flat = tf.reshape(key, [-1])
+        pos = tf.minimum(tf.searchsorted(self._keys, flat), tf.cast(tf.size(self._keys) - 1, tf.int32))
+        return tf.reshape(tf.equal(tf.gather(self._keys, pos), flat), tf.shape(key))
 
 
 class NegativeSampler:
@@ -64,12 +101,17 @@ class NegativeSampler:
         seed: run seed; each batch's draws are keyed on ``(seed, step)``.
         provenance: also return ``biased`` (which negatives came from the slot pools), for
             inspecting the sampler; training does not read it, so it is left out by default.
+        pair_labels: return the candidates' ``pair_labels`` (JoBi's pair head reads them);
+            False for a model without a pair head, which would only pay for the lookups.
     """
 
-    def __init__(self, index: KGIndex, cfg: SamplerConfig, seed: int = 0, *, provenance: bool = False) -> None:
+    def __init__(
+        self, index: KGIndex, cfg: SamplerConfig, seed: int = 0, *, provenance: bool = False, pair_labels: bool = True
+    ) -> None:
         self.cfg = cfg
         self.seed = int(seed)
         self.provenance = provenance
+        self.with_pair_labels = pair_labels
         self.num_entities = index.num_entities
         tails, heads = index.train_tails, index.train_heads
         # One flat pool: tails first, then heads, so a single gather serves both sides.
@@ -78,23 +120,17 @@ class NegativeSampler:
         self._head_start = tf.constant(heads.offsets[:-1] + len(tails.values), tf.int64)
         self._tail_count = tf.constant(tails.sizes(), tf.int64)
         self._head_count = tf.constant(heads.sizes(), tf.int64)
-        self._tail_keys = tf.constant(tails.membership_keys(index.num_entities), tf.int64)
-        self._head_keys = tf.constant(heads.membership_keys(index.num_entities), tf.int64)
+        self._slots = SlotMembership(index)
         self._index = index  # for the slot tables of 1-vs-all pair labels, built on first use
         self._slot_tables: tuple[tf.Tensor, tf.Tensor] | None = None
 
     # -- pieces --------------------------------------------------------------------------
     def pair_labels(self, relations: tf.Tensor, entities: tf.Tensor, corrupt_tail: tf.Tensor) -> tf.Tensor:
-        """float32, same shape: was ``entities`` seen in that slot of ``relations`` in train."""
-        key = tf.cast(relations, tf.int64) * self.num_entities + tf.cast(entities, tf.int64)
-        flat = tf.reshape(key, [-1])
-
-        def member(keys: tf.Tensor) -> tf.Tensor:
-            pos = tf.minimum(tf.searchsorted(keys, flat), tf.cast(tf.size(keys) - 1, tf.int32))
-            return tf.equal(tf.gather(keys, pos), flat)
-
-        found = tf.where(tf.reshape(corrupt_tail, [-1]), member(self._tail_keys), member(self._head_keys))
-        return tf.reshape(tf.cast(found, tf.float32), tf.shape(key))
+        """float32, shape of ``entities``: was each seen in that slot of ``relations`` in train
+        (``relations`` and ``corrupt_tail`` broadcast to it)."""
+        shape = tf.shape(entities)
+        rel, tail = tf.broadcast_to(relations, shape), tf.broadcast_to(corrupt_tail, shape)
+        return tf.cast(self._slots.contains(rel, entities, tail), tf.float32)
 
     def _draw(
         self, relations: tf.Tensor, shape: tf.Tensor, p: float, seed: tf.Tensor, side: tf.Tensor | None = None
@@ -169,9 +205,13 @@ class NegativeSampler:
             ``K_u`` are shared by each chunk of C positives: ``shared_candidates`` and
             ``[B / C, K_u]`` and ``shared_corrupt_tail`` ``[B, K_u]`` (per positive, since
             the side may be per positive); ``pair_labels`` and ``valid_negative`` are
-            ``[B, K_b + K_u]`` in that order. With ``corrupt_side="per-positive"`` also
-            ``positive_corrupt_tail`` bool ``[B]`` (the model then scores one side only).
-            With ``provenance``, per-triple mode adds ``biased`` bool ``[B, K]``.
+            ``[B, K_b + K_u]`` in that order. With ``share_biased`` the ``K_b`` biased
+            negatives are shared by the chunk too (see `_chunk_biased`): there are no
+            per-triple ``candidates``, and ``shared_candidates`` is ``[B / C, K_b + K_u]``.
+            With ``corrupt_side="per-positive"`` also ``positive_corrupt_tail`` bool ``[B]``
+            (the model then scores one side only). With ``provenance``, per-triple mode adds
+            ``biased`` bool ``[B, K]``. Without ``pair_labels`` (a model with no pair head)
+            the ``pair_labels`` feature is left out.
         """
         cfg = self.cfg
         seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(step, tf.int64)])
@@ -189,7 +229,8 @@ class NegativeSampler:
             if not self.provenance:
                 out.pop("biased")
             out["valid_negative"] = self._differs(triples, own["candidates"], own["corrupt_tail"])
-            out["pair_labels"] = self.pair_labels(rel, own["candidates"], own["corrupt_tail"])
+            if self.with_pair_labels:
+                out["pair_labels"] = self.pair_labels(rel, own["candidates"], own["corrupt_tail"])
             if side is not None:
                 out["positive_corrupt_tail"] = side[:, 0]
             return out
@@ -197,26 +238,53 @@ class NegativeSampler:
         k_b = int(round(cfg.p * cfg.neg))
         k_u = cfg.neg - k_b
         c = cfg.shared_negatives
-        own = self._draw(rel, tf.stack([b, k_b]), 1.0, s_own, side)
         groups = b // c
         shared = self._draw(tf.zeros([groups, 1], tf.int32), tf.stack([groups, k_u]), 0.0, s_shared)
-        shared_cand = tf.repeat(shared["candidates"], c, axis=0)  # [B, K_u], for labels only
+        out = {"triples": triples}
+        if cfg.share_biased:
+            chunk = self._chunk_biased(triples, side, groups, k_b, s_own)
+            shared = {k: tf.concat([chunk[k], shared[k]], axis=1) for k in ("candidates", "corrupt_tail")}
+            cand = tf.repeat(shared["candidates"], c, axis=0)  # [B, K], for labels only
+        else:
+            own = self._draw(rel, tf.stack([b, k_b]), 1.0, s_own, side)
+            out.update(candidates=own["candidates"], corrupt_tail=own["corrupt_tail"])
+            cand = tf.concat([own["candidates"], tf.repeat(shared["candidates"], c, axis=0)], axis=1)
+        shared_k = tf.shape(shared["candidates"])[1]
         if side is None:
             shared_tail = tf.repeat(shared["corrupt_tail"], c, axis=0)
         else:
-            shared_tail = tf.broadcast_to(side, tf.stack([b, k_u]))
-        cand = tf.concat([own["candidates"], shared_cand], axis=1)
-        tail = tf.concat([own["corrupt_tail"], shared_tail], axis=1)
-        return {
-            "triples": triples,
-            "candidates": own["candidates"],
-            "corrupt_tail": own["corrupt_tail"],
-            "shared_candidates": shared["candidates"],
-            "shared_corrupt_tail": shared_tail,
-            "valid_negative": self._differs(triples, cand, tail),
-            "pair_labels": self.pair_labels(rel, cand, tail),
-            **({} if side is None else {"positive_corrupt_tail": side[:, 0]}),
-        }
+            shared_tail = tf.broadcast_to(side, tf.stack([b, shared_k]))
+        tail = shared_tail if cfg.share_biased else tf.concat([own["corrupt_tail"], shared_tail], axis=1)
+        out.update(
+            shared_candidates=shared["candidates"],
+            shared_corrupt_tail=shared_tail,
+            valid_negative=self._differs(triples, cand, tail),
+        )
+        if self.with_pair_labels:
+            out["pair_labels"] = self.pair_labels(rel, cand, tail)
+        if side is not None:
+            out["positive_corrupt_tail"] = side[:, 0]
+        return out
+
+    def _chunk_biased(
+        self, triples: tf.Tensor, side: tf.Tensor | None, groups: tf.Tensor, k_b: int, seed: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
+        """``K_b`` biased negatives per chunk, shared by its C positives: ``[G, K_b]``.
+
+        Each is drawn from the training slot of a positive of the chunk picked at random (its
+        relation, and its corrupted side when sides are per positive; else a coin per
+        negative), so a chunk's biased negatives follow the mix of relations in the chunk.
+        Why: per-triple biased negatives cost a row gather and a gradient row per negative and
+        positive; shared, they are scored by one matmul per chunk like the uniform ones. A
+        positive's pair label for each is still looked up for its own relation and side.
+        """
+        c = self.cfg.shared_negatives
+        s_pick, s_draw = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
+        pick = tf.random.stateless_uniform(tf.stack([groups, k_b]), s_pick, minval=0, maxval=c, dtype=tf.int32)
+        source = pick + c * tf.range(groups)[:, None]  # [G, K_b] rows of the batch
+        rel = tf.gather(triples[:, RELATION], source)
+        source_side = None if side is None else tf.gather(side[:, 0], source)
+        return self._draw(rel, tf.shape(source), 1.0, s_draw, source_side)
 
     @staticmethod
     def _differs(triples: tf.Tensor, candidates: tf.Tensor, corrupt_tail: tf.Tensor) -> tf.Tensor:
@@ -283,6 +351,7 @@ def make_train_dataset(
     full_softmax: bool = False,
     slot_rows: bool = False,
     rows: EpochRows | None = None,
+    pair_labels: bool = True,
 ) -> tf.data.Dataset:
     """An endless-enough dataset of feature dicts, starting at ``initial_epoch``.
 
@@ -300,6 +369,8 @@ def make_train_dataset(
         slot_rows: add the dense slot rows (full softmax only): the pair head's labels and
             ``--slot-weight``'s weights read them.
         rows: the training triples each epoch visits (default: all of them).
+        pair_labels: sampled batches carry the candidates' pair labels (False: a model with
+            no pair head does not read them).
 
     Returns:
         ``tf.data.Dataset`` of dicts (see `NegativeSampler.__call__`), ``steps_per_epoch``
@@ -308,7 +379,7 @@ def make_train_dataset(
     batch = cfg.batch_size
     steps = steps_per_epoch(index, batch, rows)
     train = tf.constant(index.train, tf.int32)
-    sampler = NegativeSampler(index, cfg, seed)
+    sampler = NegativeSampler(index, cfg, seed, pair_labels=pair_labels)
     visit = _epoch_pool(len(index.train), seed, rows)
 
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:

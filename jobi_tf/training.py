@@ -395,9 +395,15 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
             dataset = make_query_dataset(index, cfg.sampler, joint=cfg.model.joint, **where)
         else:
             full_softmax = model.objective.candidates == "all"
-            slot_rows = "pair_labels_tail" in {f for o in model.objectives for f in o.features}
+            read = {f for o in model.objectives for f in o.features}
             dataset = make_train_dataset(
-                index, cfg.sampler, full_softmax=full_softmax, slot_rows=slot_rows, rows=rows, **where
+                index,
+                cfg.sampler,
+                full_softmax=full_softmax,
+                slot_rows="pair_labels_tail" in read,
+                pair_labels="pair_labels" in read,
+                rows=rows,
+                **where,
             )
         rest_of_epoch = _EndAfterOneEpoch() if first_step else None  # the progress bar counts to the run's epochs
         model.fit(

@@ -417,3 +417,88 @@ def test_training_batches_carry_no_provenance(small_typed_index):
     inspected = _np(NegativeSampler(small_typed_index, cfg, seed=1, provenance=True)(triples, step))
     assert "biased" not in plain and set(inspected) - set(plain) == {"biased"}
     np.testing.assert_array_equal(plain["candidates"], inspected["candidates"])
+
+
+# -- membership lookups and chunk-shared biased negatives ----------------------------------
+
+
+@pytest.mark.parametrize("dense_bytes", [sampling.DENSE_MEMBERSHIP_BYTES, 0])
+def test_slot_membership_equals_the_numpy_reference_in_both_forms(small_typed_index, dense_bytes):
+    """The dense byte table and the sorted-key search answer alike, extreme ids included."""
+    index = small_typed_index
+    rng = np.random.default_rng(11)
+    rel = rng.integers(index.num_relations, size=(30, 7)).astype(np.int32)
+    ent = rng.integers(index.num_entities, size=(30, 7)).astype(np.int32)
+    rel[0], ent[0] = index.num_relations - 1, index.num_entities - 1
+    rel[1], ent[1] = 0, 0
+    tail = rng.random((30, 7)) < 0.5
+    slots = sampling.SlotMembership(index, dense_bytes=dense_bytes)
+    got = slots.contains(tf.constant(rel), tf.constant(ent), tf.constant(tail)).numpy()
+    np.testing.assert_array_equal(got.astype(np.float32), pair_labels(index, rel, ent, tail))
+    assert got.any() and not got.all()
+
+
+def test_a_model_without_a_pair_head_gets_the_same_batches_without_pair_labels(small_typed_index):
+    for cfg in (
+        SamplerConfig(batch_size=32, neg=10, p=0.3),
+        SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8),
+        SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, share_biased=True),
+    ):
+        (full,) = _take(make_train_dataset(small_typed_index, cfg, seed=2), 1)
+        (lean,) = _take(make_train_dataset(small_typed_index, cfg, seed=2, pair_labels=False), 1)
+        assert "pair_labels" in full and "pair_labels" not in lean
+        full.pop("pair_labels")
+        _assert_same_features(full, lean)
+
+
+@pytest.mark.parametrize("side", ["per-positive", "per-negative"])
+def test_chunk_shared_biased_negatives(small_typed_index, side):
+    index = small_typed_index
+    b, c, neg, p = 64, 16, 10, 0.3
+    cfg = SamplerConfig(batch_size=b, neg=neg, p=p, shared_negatives=c, share_biased=True, corrupt_side=side)
+    (x,) = _take(make_train_dataset(index, cfg, seed=4), 1)
+    k_b = int(round(p * neg))
+    assert "candidates" not in x and "corrupt_tail" not in x
+    assert x["shared_candidates"].shape == (b // c, neg) and x["shared_corrupt_tail"].shape == (b, neg)
+    assert x["pair_labels"].shape == (b, neg) and x["valid_negative"].shape == (b, neg)
+    triples = x["triples"]
+    heads, tails = _pools(index)
+    # Each shared biased negative fills the slot of a positive of its own chunk.
+    for g, k in itertools.product(range(b // c), range(k_b)):
+        e = int(x["shared_candidates"][g, k])
+        chunk = range(g * c, (g + 1) * c)
+        if side == "per-positive":
+            sources = [(int(triples[i, 1]), bool(x["positive_corrupt_tail"][i])) for i in chunk]
+        else:  # the chunk shares one side per negative
+            sources = [(int(triples[i, 1]), bool(x["shared_corrupt_tail"][g * c, k])) for i in chunk]
+        assert any(e in (tails if is_tail else heads)[r] for r, is_tail in sources)
+    if side == "per-positive":
+        np.testing.assert_array_equal(x["shared_corrupt_tail"], np.repeat(x["positive_corrupt_tail"][:, None], neg, 1))
+    else:  # one side per shared negative, the same for every positive of the chunk
+        np.testing.assert_array_equal(x["shared_corrupt_tail"], np.repeat(x["shared_corrupt_tail"][::c], c, axis=0))
+    cand = np.repeat(x["shared_candidates"], c, axis=0)
+    tail = x["shared_corrupt_tail"]
+    rel = np.broadcast_to(triples[:, 1:2], cand.shape)
+    np.testing.assert_array_equal(x["pair_labels"], pair_labels(index, rel, cand, tail))
+    replaced = np.where(tail, triples[:, 2:3], triples[:, 0:1])
+    np.testing.assert_array_equal(x["valid_negative"], cand != replaced)
+    # Not every positive's own slot: some shared biased negatives get pair label 0.
+    assert (x["pair_labels"][:, :k_b] == 0).any() and (x["pair_labels"][:, :k_b] == 1).any()
+
+
+def test_chunk_shared_biased_negatives_follow_the_chunks_relations(small_typed_index):
+    """A chunk of one relation draws only from that relation's slots (with a side per negative,
+    the side it is scored on): the per-triple bias, shared."""
+    index = small_typed_index
+    r = int(np.bincount(index.train[:, 1]).argmax())
+    rows = index.train[index.train[:, 1] == r][:32]
+    cfg = SamplerConfig(
+        batch_size=32, neg=10, p=1.0, shared_negatives=32, share_biased=True, corrupt_side="per-negative"
+    )
+    x = _np(NegativeSampler(index, cfg, seed=0)(tf.constant(rows), tf.constant(3, tf.int64)))
+    np.testing.assert_array_equal(x["pair_labels"], 1.0)
+
+
+def test_share_biased_needs_shared_negatives():
+    with pytest.raises(ConfigError, match="--share-biased: needs --shared-negatives"):
+        SamplerConfig(p=0.3, share_biased=True)

@@ -355,3 +355,45 @@ def test_reciprocal_n3_penalises_the_relation_rows_the_positive_was_scored_with(
     expected = float(plain.compute_loss(x=x, y_pred=plain(x))) + 0.05 * per_example.mean()
     np.testing.assert_allclose(float(reg.compute_loss(x=x, y_pred=reg(x))), expected, rtol=1e-5)
     assert JoBiModel.from_config(reg.get_config()).relation_penalty == relation_penalty
+
+
+def test_a_chunk_shared_biased_batch_trains_the_numpy_loss_and_the_per_triple_gradients(small_typed_index):
+    """``--share-biased`` batches go through the shared-candidate path: the loss is JoBi's
+    (NumPy reference), and the gradients equal those of the same negatives given per triple."""
+    from jobi_tf.config import SamplerConfig
+    from jobi_tf.sampling import NegativeSampler
+
+    index = small_typed_index
+    b, c, k = 32, 8, 10
+    cfg = SamplerConfig(batch_size=b, neg=k, p=0.3, shared_negatives=c, share_biased=True)
+    triples = index.train[np.random.default_rng(5).choice(len(index.train), b, replace=False)]
+    x = {n: v.numpy() for n, v in NegativeSampler(index, cfg, seed=1)(tf.constant(triples), tf.constant(2)).items()}
+    model = JoBiModel(index.num_entities, index.num_relations, model="distmult", dim=6, joint=True, alpha=0.5)
+    own = {
+        "triples": x["triples"],
+        "candidates": np.repeat(x["shared_candidates"], c, axis=0),
+        "corrupt_tail": x["shared_corrupt_tail"],
+        "valid_negative": x["valid_negative"],
+        "pair_labels": x["pair_labels"],
+    }
+    ent, rel, pair_rel = (t.numpy() for t in (model.entity_embeddings, model.triple_relations, model.pair_relations))
+    valid = np.concatenate([np.ones((b, 1), bool), x["valid_negative"]], 1)
+    tri = _numpy_distmult_logits(ent, rel, own)
+    l_tri = np.mean([np.log(np.sum(np.exp(row[v]))) - row[0] for row, v in zip(tri, valid, strict=True)])
+    pair = _numpy_distmult_logits(ent, pair_rel, own)
+    labels = np.concatenate([np.ones((b, 1)), x["pair_labels"]], 1)
+    prob = 1 / (1 + np.exp(-pair))
+    l_bi = np.mean(-(labels * np.log(prob) + (1 - labels) * np.log(1 - prob)))
+
+    def loss_and_grads(features):
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x=features, y_pred=model(features))
+        grads = tape.gradient(loss, model.trainable_variables)
+        return float(loss), [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    shared_loss, shared_grads = loss_and_grads(x)
+    own_loss, own_grads = loss_and_grads(own)
+    np.testing.assert_allclose(shared_loss, l_tri + 0.5 * l_bi, rtol=1e-5)
+    np.testing.assert_allclose(own_loss, shared_loss, rtol=1e-6)
+    for got, want in zip(shared_grads, own_grads, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
