@@ -2,6 +2,7 @@
 
 Run:  python bench/compare_seeds.py runs/seeds/*  [--metric mrr hits@1 hits@10] [--split test]
       python bench/compare_seeds.py docs/results/fast-seeds-fb15k-237/*.json   (raw results files)
+      python bench/compare_seeds.py --by share_biased runs/share-biased/*variant-jobi*   (another setting)
 Prints a Markdown table on stdout, then one JSON line with the same numbers.
 
 Why a script: "JoBi is ahead" needs the difference of two means stated with its own
@@ -41,7 +42,17 @@ def variant(cfg: dict) -> str:
     return variant_name(cfg["model"]["joint"], cfg["sampler"]["p"])
 
 
-def load(path: Path, split: str) -> dict:
+def group_name(cfg: dict, by: str | None) -> str:
+    """The group a run belongs to: its paper variant, or ``FIELD=value`` of the ``--by`` field."""
+    if by is None:
+        return variant(cfg)
+    flat = flat_config(cfg)
+    if by not in flat:
+        raise SystemExit(f"--by {by}: no such setting in the runs' config.json")
+    return f"{by}={json.dumps(flat[by])}"
+
+
+def load(path: Path, split: str, by: str | None = None) -> dict:
     """A finished run folder, or a raw results file of docs/results/ (``{"config", "metrics"}``).
 
     Why files too: a run folder holds gigabytes of weights and lives on one machine; the raw
@@ -60,15 +71,21 @@ def load(path: Path, split: str) -> dict:
         metrics, cfg = json.loads(metrics_path.read_text()), json.loads(config_path.read_text())
     if split not in metrics:
         raise SystemExit(f"{metrics_path}: has no {split!r} metrics")
-    return {"run": str(path), "config": cfg, "flat": flat_config(cfg), "variant": variant(cfg), "metrics": metrics}
+    return {
+        "run": str(path),
+        "config": cfg,
+        "flat": flat_config(cfg),
+        "variant": group_name(cfg, by),
+        "metrics": metrics,
+    }
 
 
-def check_like_for_like(runs: list[dict]) -> None:
+def check_like_for_like(runs: list[dict], by: str | None = None) -> None:
     """Exit with a one-line error naming the first setting (other than the allowed ones) that differs."""
     first = runs[0]
     for run in runs[1:]:
         for key in sorted(set(first["flat"]) | set(run["flat"])):
-            if key in ALLOWED_TO_DIFFER:
+            if key in ALLOWED_TO_DIFFER - ({"joint", "p"} if by else set()) or key == by:
                 continue
             if first["flat"].get(key) != run["flat"].get(key):
                 raise SystemExit(
@@ -89,8 +106,9 @@ def mean_sd(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else float("nan")
 
 
-def compare(runs: list[dict], metrics: list[str], split: str) -> dict:
-    """Per variant: the values by seed, mean and sd; against the baseline: the difference and its sd."""
+def compare(runs: list[dict], metrics: list[str], split: str, reference: str = "baseline") -> dict:
+    """Per group: the values by seed, mean and sd; against the reference group (the baseline,
+    or the first ``--by`` value): the difference and its sd."""
     groups: dict[str, list[dict]] = {}
     for run in sorted(runs, key=lambda r: r["flat"]["seed"]):
         groups.setdefault(run["variant"], []).append(run)
@@ -107,10 +125,10 @@ def compare(runs: list[dict], metrics: list[str], split: str) -> dict:
                 for metric in metrics
             },
         }
-    if "baseline" in groups:
-        base = out["variants"]["baseline"]
+    if reference in groups:
+        base = out["variants"][reference]
         for name, stats in out["variants"].items():
-            if name == "baseline":
+            if name == reference:
                 continue
             diffs = {}
             for metric in metrics:
@@ -118,7 +136,7 @@ def compare(runs: list[dict], metrics: list[str], split: str) -> dict:
                 sd = math.sqrt(a["sd"] ** 2 / len(a["values"]) + b["sd"] ** 2 / len(b["values"]))
                 diff = a["mean"] - b["mean"]
                 diffs[metric] = {"difference": diff, "sd": sd, "verdict": verdict(diff, sd)}
-            out["differences"][f"{name} - baseline"] = diffs
+            out["differences"][f"{name} - {reference}"] = diffs
     return out
 
 
@@ -153,10 +171,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--metric", nargs="+", default=["mrr", "hits@1", "hits@3", "hits@10"])
     parser.add_argument("--split", default="test", choices=["test", "valid"])
+    parser.add_argument(
+        "--by",
+        help="compare the values of this setting (e.g. share_biased) instead of the paper's variants; "
+        "the first value in sorted order is the reference",
+    )
     args = parser.parse_args(argv)
-    runs = [load(folder, args.split) for folder in args.runs]
-    check_like_for_like(runs)
-    result = compare(runs, args.metric, args.split)
+    runs = [load(folder, args.split, args.by) for folder in args.runs]
+    check_like_for_like(runs, args.by)
+    reference = "baseline" if args.by is None else min(r["variant"] for r in runs)
+    result = compare(runs, args.metric, args.split, reference)
     print(markdown(result, args.metric))
     print(json.dumps({"bench": "compare_seeds", "runs": [r["run"] for r in runs], **result}))
 

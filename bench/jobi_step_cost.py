@@ -1,28 +1,40 @@
-"""What JoBi's training step costs against the baseline's, measured in one run.
+"""What JoBi's training step costs against the baseline's, and against PyTorch-BigGraph, in one run.
 
 Steps:
-1. Load FB15k-237. For each setting (500 × 50 per-triple negatives; 1000 × 100 with the uniform
-   negatives shared in chunks of 1000), train ComplEx dim 200 through the real pipeline (tf.data
-   sampler → `JoBiModel` → Keras ``fit``, ``--optimizer auto``, XLA) for ``--epochs`` full
-   epochs each: the baseline (no pair head, p 0), JoBi (pair head, p 0.3, biased negatives per
-   triple) and, in the shared setting, JoBi with ``--share-biased`` (biased negatives shared
-   in each chunk too).
-2. Rates as in `bench/train_speed.py`: positives per second, the median of 75,000-positive
-   windows after 10,000 of warm-up. ``--rounds`` repeats the whole sequence, interleaved, so a
-   ratio compares runs minutes apart; each round gives its own JoBi / baseline step-cost ratio.
-3. One JSON line: the rates, each round's ratios and their medians, the machine (CPU model and
-   flags), library versions, and every setting.
+1. Load FB15k-237. For each setting, train ComplEx dim 200 through the real pipeline (tf.data
+   sampler → `JoBiModel` → Keras ``fit``, XLA) for ``--epochs`` full epochs each: the baseline
+   (no pair head, p 0), JoBi (pair head, p 0.3, biased negatives per triple) and, where the
+   uniform negatives are shared, JoBi with ``--share-biased`` (biased negatives shared in each
+   chunk too). Settings: the paper's 500 × 50 per-triple (dense Adam); 1000 × 100 shared in
+   chunks of 1000 (dense Adam); and PBG's work per positive (``pbg``): 1000 × 100 shared in
+   chunks of 50, reciprocal relations, Adagrad 0.1, which is what PBG does with 50 uniform
+   negatives per side (it corrupts both sides of each positive: 100 negatives scored per
+   positive, one draw per side per chunk of 50 positives; see `bench/pbg_vs_jobi.py`).
+2. With ``--peer-python`` (a virtualenv holding PBG, never a dependency of jobi-tf), PBG trains
+   one epoch of FB15k-237 in each round, before our ``pbg`` setting (`bench/peer_pbg.py`:
+   ``complex_diagonal`` dim 400, softmax loss, batch 1000, 50 uniform negatives per side, no
+   batch negatives, Adagrad 0.1, 2 Hogwild workers); its rate is PBG's own log line
+   ("Processed N edges in X s"), workers started before the clock runs.
+3. Our rates as in `bench/train_speed.py`: positives per second, the median of
+   75,000-positive windows after 10,000 of warm-up. ``--rounds`` repeats the whole sequence,
+   interleaved, so each ratio compares runs minutes apart; each round gives its own ratios.
+4. One JSON line: the rates, each round's ratios and their medians, PBG's full resolved
+   config, the machine (CPU model and flags), library versions, and every setting.
 
-Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/jobi_step_cost.py --rounds 3
+Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/jobi_step_cost.py --rounds 3 \
+          --peer-python /path/to/pbgvenv/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -47,7 +59,30 @@ SETTINGS = {
         "jobi": (1000, 100, 1000, True, False),
         "jobi share-biased": (1000, 100, 1000, True, True),
     },
+    "pbg": {
+        "baseline": (1000, 100, 50, False, False),
+        "jobi": (1000, 100, 50, True, False),
+        "jobi share-biased": (1000, 100, 50, True, True),
+    },
 }
+#: What differs between settings besides the table above (the ``pbg`` setting is PBG's recipe).
+EXTRA = {
+    "500x50 per-triple": {"optimizer": "auto", "lr": 0.001, "reciprocal": False},
+    "1000x100 shared 1000": {"optimizer": "auto", "lr": 0.001, "reciprocal": False},
+    "pbg": {"optimizer": "adagrad", "lr": 0.1, "reciprocal": True},
+}
+PBG_ARGS = ["--dim", "400", "--batch-size", "1000", "--uniform-negs", "50", "--batch-negs", "0", "--lr", "0.1"]
+PBG_ARGS += ["--epochs", "1", "--workers", "2"]
+
+
+def pbg_epoch(python: str, folder: Path, out: Path) -> dict:
+    """One PBG epoch of the dataset in ``folder`` (its own process and virtualenv)."""
+    script = Path(__file__).parent / "peer_pbg.py"
+    command = [python, str(script), "--data-dir", str(folder), "--out", str(out), "--check", "0", *PBG_ARGS]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        sys.exit(f"peer_pbg.py failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -56,6 +91,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1, help="full epochs per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="repeats of the interleaved sequence")
     parser.add_argument("--only", nargs="*", help="settings to run (default: all)")
+    parser.add_argument("--peer-python", help="python of a virtualenv with PyTorch-BigGraph (adds PBG to 'pbg')")
     args = parser.parse_args()
     folder = data_dir("fb15k-237", args.data_dir)
     _, _, index = build_index(read_split_folder(folder), "fb15k-237")
@@ -64,10 +100,15 @@ def main() -> None:
     rates: dict[str, dict[str, list[float]]] = {s: {v: [] for v in variants} for s, variants in settings.items()}
     medians: dict[str, dict[str, list[float]]] = {s: {v: [] for v in variants} for s, variants in settings.items()}
     usages = {}
+    pbg_runs: list[dict] = []
+    scratch = Path(tempfile.mkdtemp(prefix="jobi-step-cost-"))
     for round_ in range(args.rounds):
         for setting, variants in settings.items():
+            if setting == "pbg" and args.peer_python:
+                pbg_runs.append(pbg_epoch(args.peer_python, folder, scratch / f"pbg-{round_}"))
+                print(f"round {round_} pbg PBG: {pbg_runs[-1]['edges_per_s']:,.0f}/s", file=sys.stderr)
             for variant, (b, k, c, joint, share) in variants.items():
-                got, used = ours(index, b, k, c, args.epochs, joint=joint, share_biased=share)
+                got, used = ours(index, b, k, c, args.epochs, joint=joint, share_biased=share, **EXTRA[setting])
                 rates[setting][variant].extend(got)
                 medians[setting][variant].append(statistics.median(got))
                 usages[f"{setting} {variant} #{round_}"] = used
@@ -87,6 +128,15 @@ def main() -> None:
                 "per_round": [round(x, 3) for x in per_round],
                 "median": round(statistics.median(per_round), 3),
             }
+        if setting == "pbg" and pbg_runs:
+            pbg_rates = [run["edges_per_s"] for run in pbg_runs]
+            entry["pytorch_biggraph"] = {"positives_per_s": pbg_rates, "median": statistics.median(pbg_rates)}
+            for variant in variants:
+                per_round = [o / p for o, p in zip(medians[setting][variant], pbg_rates, strict=True)]
+                entry[f"{variant.replace(' ', '_')}_over_pbg"] = {
+                    "per_round": [round(x, 3) for x in per_round],
+                    "median": round(statistics.median(per_round), 3),
+                }
         results[setting] = entry
     emit(
         {
@@ -102,8 +152,19 @@ def main() -> None:
                 }
                 for s, variants in settings.items()
             },
+            "extra": {s: EXTRA[s] for s in settings},
             "common": "complex dim 200; JoBi: alpha 0.5, p 0.3; baseline: p 0, no pair head; corrupt side per "
-            "positive; --optimizer auto (dense Adam, lr 0.001); XLA; seed 0",
+            "positive; --optimizer auto is dense Adam here; XLA; seed 0",
+            "pbg": None
+            if not pbg_runs
+            else {
+                "command": "peer_pbg.py --data-dir FB15k-237 --check 0 " + " ".join(PBG_ARGS),
+                "settings": pbg_runs[0].get("pbg_config"),
+                "overrides_of_defaults": pbg_runs[0].get("overrides_of_pbg_defaults"),
+                "versions": pbg_runs[0].get("versions"),
+                "warm_workers": [run.get("warm_workers") for run in pbg_runs],
+                "train_seconds": [run.get("train_seconds") for run in pbg_runs],
+            },
             "results": results,
             "epochs_per_measurement": args.epochs,
             "rounds": args.rounds,

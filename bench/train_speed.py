@@ -60,7 +60,19 @@ CONFIGS = [
 
 
 def ours(
-    index, batch, neg, shared, epochs, joint=True, side="per-positive", seed=0, share_biased=False, dim=200
+    index,
+    batch,
+    neg,
+    shared,
+    epochs,
+    joint=True,
+    side="per-positive",
+    seed=0,
+    share_biased=False,
+    dim=200,
+    reciprocal=False,
+    optimizer="auto",
+    lr=0.001,
 ) -> tuple[list[float], Usage]:
     """Window rates of the real pipeline over ``epochs`` full epochs, and the CPU usage of the ``fit``.
 
@@ -75,8 +87,10 @@ def ours(
         share_biased=share_biased,
     )
     ds = make_train_dataset(index, cfg, seed=seed, pair_labels=joint)
-    model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=dim, joint=joint)
-    model.compile(optimizer=make_optimizer(choose_optimizer("auto", index.num_entities), 0.001), jit_compile=True)
+    model = JoBiModel(
+        index.num_entities, index.num_relations, model="complex", dim=dim, joint=joint, reciprocal=reciprocal
+    )
+    model.compile(optimizer=make_optimizer(choose_optimizer(optimizer, index.num_entities), lr), jit_compile=True)
     clock = BatchClock()
     with Usage() as used:
         start = time.perf_counter()

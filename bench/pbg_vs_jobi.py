@@ -1,0 +1,338 @@
+"""PyTorch-BigGraph (PBG) as a same-run peer: trained by PBG, ranked by jobi-tf's filtered evaluator.
+
+Steps:
+1. Run `bench/peer_pbg.py` with ``--peer-python`` (a separate virtualenv holding PBG, never a
+   dependency of jobi-tf): PBG imports the dataset's TSV files, trains ``complex_diagonal``
+   with the dot comparator and dynamic relations on train, and exports its entity table and
+   its two operator tables (see "Mapping"); it also scores a few test triples with its own
+   model code (``--check``).
+2. Load the dataset as every bench script does (`read_split_folder` → `build_index`), map PBG's
+   entity and relation order onto our vocabularies by name, and copy PBG's parameters into a
+   ``JoBiModel(model="complex", dim=D/2, reciprocal=True)``.
+3. Check the mapping: our ``score_triples``, tail-query and head-query scores of the checked
+   triples against every entity must equal PBG's own (``max_abs_diff`` in the output).
+4. Rank test and valid with `jobi_tf.evaluation.FilteredEvaluator` (what ``jobi-tf
+   evaluate`` runs; realistic ties), so both systems are measured by one code.
+5. One JSON line: PBG's full resolved config, its training seconds and edges (positives) per
+   second, filtered MRR / Hits@1/3/10, the check, the command line, CPU model, versions.
+
+Mapping (read in torchbiggraph 1.0.0's ``model.py``). ``ComplexDiagonalDynamicOperator.forward``
+treats a D-vector as ``[real (D/2) | imag (D/2)]`` and multiplies it, as complex numbers, by
+the relation's ``real``/``imag`` rows; ``DotComparator`` is the plain dot product of the
+D-vectors, ``Re(<a, conj(b)>)``. With ``dynamic_relations`` ``instantiate_operator`` builds two
+operator tables, ``lhs_operators`` and ``rhs_operators``, and ``MultiRelationEmbedder.forward``
+scores a positive twice: "forward edges" apply the rhs operator to the tail and sample head
+negatives, ``(h', r, t) = <E[h'], rhs_r * E[t]>``; "reverse edges" apply the lhs operator to
+the head and sample tail negatives, ``(h, r, t') = <lhs_r * E[h], E[t']>``. That is exactly a
+reciprocal ComplEx: ``triple_relations[r] = lhs_r`` (tail queries, ``Re(h r conj(t))``) and
+``triple_relations[R + r] = rhs_r`` (head queries ``(t, r⁻¹, ?)``). Entities have one table
+(``set_embeddings`` puts the same parameter on both sides), rows ``[real | imag]`` as ours.
+PBG's ``lhs_pos`` score (for head ranking) and ``rhs_pos`` (for tail ranking) of one triple
+differ; our ``score_triples`` is the forward relation's, ``rhs_pos``.
+
+How PBG draws and shares negatives (read in torchbiggraph 1.0.0):
+(1) Both sides of every positive are corrupted. ``train.py`` ``Trainer.process_one_batch``
+    adds ``loss_fn(lhs_pos, lhs_neg) + loss_fn(rhs_pos, rhs_neg)`` (times the relation weight,
+    1); with dynamic relations ``model.py`` ``MultiRelationEmbedder.forward`` runs
+    ``forward_direction_agnostic`` twice, head negatives then tail negatives (without dynamic
+    relations, once with both sides sampled). Per positive: two softmaxes, one per query,
+    each over ``num_uniform_negs`` uniform entities (plus, if ``num_batch_negs > 0``, the other
+    positives' entities of its chunk on that side): ``2 × num_uniform_negs`` (+ batch
+    negatives) scored negatives per positive. ``disable_lhs_negs``/``disable_rhs_negs`` turn a
+    side off.
+(2) ``MultiRelationEmbedder.forward`` sets the chunk size: ``num_batch_negs`` if it is > 0,
+    else ``num_uniform_negs`` (the whole batch with ``all_negs``). So with
+    ``num_batch_negs = 0`` a batch of 1000 is cut into chunks of 50 positives when
+    ``num_uniform_negs = 50`` (not chunks of ``num_batch_negs``, which is then 0).
+    ``forward_direction_agnostic`` pads the batch to whole chunks and views it as
+    ``[chunks, chunk_size, D]``; ``prepare_negatives`` draws, for ``Negatives.UNIFORM``,
+    ``module.sample_entities(num_chunks, num_uniform_negs)`` (``SimpleEmbedding.sample_entities``:
+    ``torch.randint`` over the whole entity table, with replacement): one set of uniform
+    negatives per chunk and side, shared by every positive of the chunk, scored with one
+    ``bmm`` per chunk (``DotComparator.forward``). Head and tail negatives are separate draws.
+    For ``BATCH_UNIFORM`` (``num_batch_negs > 0``) the chunk's own positives' entities on that
+    side are the batch negatives (each positive's own pair and the padding masked to -1e9),
+    the per-chunk uniform draw appended. Uniform negatives equal to the positive's entity are
+    not removed. ``batching.py`` ``process_in_batches``: each Hogwild worker takes a
+    contiguous share of the epoch's ``torch.randperm`` and cuts it into ``batch_size``
+    batches mixing relations (``batch_edges_mix_relation_types``); the last may be partial.
+(3) ``losses.py`` ``SoftmaxLossFunction``: per positive and side, cross-entropy of
+    ``[pos, logsumexp(neg)]`` with target 0, i.e. ``-pos + log(exp(pos) + Σ exp(neg))``: a
+    softmax over the positive and that side's negatives (positive in its own denominator),
+    summed (``reduction='sum'``) over the batch, not averaged. The head softmax scores with
+    the rhs operators, the tail softmax with the lhs operators (see Mapping).
+Optimizer (``train.py`` ``make_optimizer``): ``RowAdagrad`` (one accumulator per entity row,
+the mean of its squared gradient) on the entity table, torch ``Adagrad`` on the operators,
+both at ``lr`` (initial accumulator 0), Hogwild across ``workers`` processes, one thread each.
+Init: entities N(0, ``init_scale`` = 1e-3) (``init_embs``/``fast_approx_rand``), operators
+``real = 1``, ``imag = 0``.
+
+The closest jobi-tf settings are this script's defaults and its output's ``jobi_tf_match``:
+``--model complex --dim D/2 --reciprocal --batch-size 1000 --neg 50 --shared-negatives 50
+--corrupt-side per-positive --p 0 --optimizer adagrad --lr 0.1`` (``--shared-negatives C``
+shares uniform negatives within chunks of C positives, here PBG's chunk). Differences that
+remain are listed there: jobi-tf corrupts one side per positive (one softmax, so one PBG epoch
+trains as many queries as two of ours), shares one draw per chunk for both sides, masks a
+negative equal to the positive, averages its loss over the batch, and its Adagrad
+(``jobi_tf.optimizers.LazyAdagrad``, accumulators from 1e-10) keeps one accumulator per
+component where PBG's ``RowAdagrad`` keeps one per entity row; it has no in-batch negatives.
+
+Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/pbg_vs_jobi.py --dataset fb15k-237 \\
+          --peer-python /tmp/pbgvenv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, data_dir, emit, peak_rss_gib  # noqa: E402, I001
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import jobi_tf  # noqa: E402
+from jobi_tf.config import EvalConfig  # noqa: E402
+from jobi_tf.data.index import build_index  # noqa: E402
+from jobi_tf.data.triples import read_split_folder  # noqa: E402
+from jobi_tf.evaluation import FilteredEvaluator  # noqa: E402
+from jobi_tf.models import JoBiModel  # noqa: E402
+
+#: Metrics kept per split (the per-relation breakdown is left out of the one line).
+KEPT = ("mrr", "hits@1", "hits@3", "hits@10", "mean_rank", "count", "rank_type")
+
+
+def run_peer(args, folder: Path, out: Path) -> tuple[dict, list[str], Usage]:
+    """`peer_pbg.py` in PBG's virtualenv; its JSON line, command and CPU use (it and its workers)."""
+    command = [
+        args.peer_python,
+        str(Path(__file__).parent / "peer_pbg.py"),
+        "--data-dir", str(folder),
+        "--out", str(out),
+        "--dim", str(2 * args.dim),
+        "--batch-size", str(args.batch_size),
+        "--uniform-negs", str(args.uniform_negs),
+        "--batch-negs", str(args.batch_negs),
+        "--lr", str(args.lr),
+        "--epochs", str(args.epochs),
+        "--workers", str(args.workers),
+        "--loss", "softmax",
+        "--operator", "complex_diagonal",
+        "--hogwild-delay", str(args.hogwild_delay),
+        "--seed", str(args.seed),
+        "--check", str(args.check),
+        "--warm-workers" if args.warm_workers else "--no-warm-workers",
+    ]  # fmt: skip
+    with Usage(resource.RUSAGE_CHILDREN) as used:
+        stdout = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True).stdout
+    return json.loads(stdout.strip().splitlines()[-1]), command, used
+
+
+def pbg_model(out: Path, entities, relations, dim: int) -> tuple[JoBiModel, np.ndarray, dict]:
+    """A reciprocal ComplEx `JoBiModel` holding PBG's parameters; also, for each PBG entity row,
+    our id, and how many of our entities / relations PBG had no row for (left at zero)."""
+    pbg_entities = json.loads((out / "entities.json").read_text())
+    pbg_relations = json.loads((out / "relations.json").read_text())
+    embeddings = np.load(out / "entity_embeddings.npy")
+    lhs, rhs = np.load(out / "relation_lhs_operator.npy"), np.load(out / "relation_rhs_operator.npy")
+    if embeddings.shape[1] != 2 * dim or lhs.shape[1] != 2 * dim:
+        raise SystemExit(f"PBG's tables are {embeddings.shape[1]} wide, expected 2 * --dim = {2 * dim}")
+    ours = entities.encode(np.array(pbg_entities))  # our id of each PBG row
+    rel_ours = relations.encode(np.array(pbg_relations))
+    e, r = len(entities), len(relations)
+    table = np.zeros((e, 2 * dim), np.float32)
+    table[ours] = embeddings
+    rel_table = np.zeros((2 * r, 2 * dim), np.float32)
+    rel_table[rel_ours] = lhs  # tail queries (h, r, ?): the lhs operator multiplies the head
+    rel_table[r + rel_ours] = rhs  # head queries as (t, r⁻¹, ?): the rhs operator multiplies the tail
+    model = JoBiModel(e, r, model="complex", dim=dim, reciprocal=True, name="pbg")
+    model.entity_embeddings.assign(table)
+    model.triple_relations.assign(rel_table)
+    missing = {"entities": int(e - len(np.unique(ours))), "relations": int(r - len(np.unique(rel_ours)))}
+    return model, ours, missing
+
+
+def check_mapping(model: JoBiModel, out: Path, entities, relations, pbg_to_ours: np.ndarray) -> dict:
+    """Our scores of PBG's checked triples against PBG's own, in PBG's entity order."""
+    triples = json.loads((out / "check_triples.json").read_text())
+    pbg = np.load(out / "check_scores.npz")
+    h = tf.constant(entities.encode(np.array([t[0] for t in triples])))
+    r = tf.constant(relations.encode(np.array([t[1] for t in triples])))
+    t = tf.constant(entities.encode(np.array([t[2] for t in triples])))
+    table = model.entity_embeddings
+    tails = model.scorer.score_candidates(model.tail_queries(h, r), table).numpy()[:, pbg_to_ours]
+    heads = model.scorer.score_candidates(model.head_queries(r, t), table).numpy()[:, pbg_to_ours]
+    ours = {
+        "score_triples vs rhs_pos (tail side)": (model.score_triples(tf.stack([h, r, t], 1)).numpy(), pbg["rhs_pos"]),
+        "head query at the true head vs lhs_pos": (
+            tf.reduce_sum(model.head_queries(r, t) * tf.gather(table, h), -1).numpy(),
+            pbg["lhs_pos"],
+        ),
+    }
+    # PBG puts -1e9 at the true entity of each all-entity row (its own positive): compare the rest.
+    for name, mine, theirs in (
+        ("tail query vs every entity", tails, pbg["rhs_neg"]),
+        ("head query vs every entity", heads, pbg["lhs_neg"]),
+    ):
+        keep = theirs > -1e8
+        ours[name] = (mine[keep], theirs[keep])
+    diffs = {name: float(np.max(np.abs(a - b))) for name, (a, b) in ours.items()}
+    scale = max(float(np.max(np.abs(b))) for _, b in ours.values())
+    return {
+        "triples": triples,
+        "max_abs_diff": diffs,
+        "max_abs_score": scale,
+        "pbg_rhs_pos": [round(float(x), 6) for x in pbg["rhs_pos"]],
+        "ours_score_triples": [round(float(x), 6) for x in ours["score_triples vs rhs_pos (tail side)"][0]],
+        "ok": max(diffs.values()) <= 1e-5 * max(1.0, scale),
+    }
+
+
+def jobi_tf_match(args) -> dict:
+    chunk = args.batch_negs or args.uniform_negs
+    flags = {
+        "--model": "complex",
+        "--dim": args.dim,
+        "--reciprocal": True,
+        "--loss": "sampled-softmax",
+        "--batch-size": args.batch_size,
+        "--neg": args.uniform_negs,
+        "--shared-negatives": chunk,
+        "--corrupt-side": "per-positive",
+        "--p": 0.0,
+        "--joint": False,
+        "--optimizer": "adagrad",
+        "--lr": args.lr,
+        "--regularization": 0.0,
+    }
+    differences = [
+        "PBG corrupts both sides of every positive (2 softmaxes, 2 x num_uniform_negs negatives); jobi-tf "
+        "per-positive corrupts one (1 softmax): one PBG epoch trains as many queries as 2 jobi-tf epochs",
+        "PBG draws head and tail negatives separately per chunk; jobi-tf shares one draw per chunk",
+        "jobi-tf masks a negative equal to the positive; PBG does not",
+        "PBG sums its loss over the batch, jobi-tf averages it",
+        "PBG: row-wise Adagrad on entities (one accumulator per row); jobi-tf: one per component (both start near 0)",
+        "init: PBG N(0, 1e-3) entities and identity operators; jobi-tf Glorot-normal tables",
+    ]
+    if args.batch_negs:
+        differences.insert(0, f"PBG adds {args.batch_negs - 1} in-batch negatives per side; jobi-tf has none")
+    if args.batch_size % chunk:
+        differences.append("jobi-tf needs --shared-negatives to divide --batch-size; PBG pads its last chunk")
+    return {"flags": flags, "differences": differences}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="fb15k-237", help="name (the folder under $JOBI_TF_DATA_DIR)")
+    parser.add_argument("--data-dir", help="the dataset folder (overrides --dataset's)")
+    parser.add_argument("--peer-python", required=True, help="python of a virtualenv with torchbiggraph")
+    parser.add_argument("--out", help="PBG's working folder (default: /tmp/pbg_vs_jobi-DATASET)")
+    parser.add_argument("--dim", type=int, default=200, help="ComplEx dim in jobi-tf terms; PBG's dimension is 2x")
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--uniform-negs", type=int, default=50, help="PBG num_uniform_negs (per side and chunk)")
+    parser.add_argument("--batch-negs", type=int, default=0, help="PBG num_batch_negs (0: chunks of --uniform-negs)")
+    parser.add_argument("--lr", type=float, default=0.1, help="Adagrad learning rate (PBG's optimizer)")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2, help="PBG's Hogwild processes")
+    parser.add_argument("--hogwild-delay", type=float, default=0.0, help="see peer_pbg.py (PBG's default: 2)")
+    parser.add_argument(
+        "--warm-workers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time PBG's epochs from when its workers are up (see peer_pbg.py)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--check", type=int, default=5, help="test triples whose scores PBG and we compare")
+    parser.add_argument("--splits", nargs="*", default=["test", "valid"], help="splits to rank")
+    args = parser.parse_args()
+
+    folder = data_dir(args.dataset, args.data_dir)
+    name = args.dataset if not args.data_dir else Path(args.data_dir).name
+    out = Path(args.out or f"/tmp/pbg_vs_jobi-{name}")
+    peer, peer_command, peer_usage = run_peer(args, folder, out)
+
+    entities, relations, index = build_index(read_split_folder(folder), name)
+    model, pbg_to_ours, missing = pbg_model(out, entities, relations, args.dim)
+    check = check_mapping(model, out, entities, relations, pbg_to_ours) if args.check else None
+
+    evaluator = FilteredEvaluator(index, EvalConfig(), relation_labels=relations.labels)
+    metrics, eval_seconds = {}, {}
+    for split in args.splits:
+        start = time.perf_counter()
+        m = evaluator.evaluate(model, split)
+        eval_seconds[split] = round(time.perf_counter() - start, 1)
+        metrics[split] = {k: m[k] for k in KEPT}
+        metrics[split]["head"] = {k: m["head"][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
+        metrics[split]["tail"] = {k: m["tail"][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
+
+    record = {
+        "bench": "pbg_vs_jobi",
+        "dataset": name,
+        "system": "PyTorch-BigGraph, trained by PBG, ranked by jobi-tf's FilteredEvaluator (filtered, realistic ties)",
+        "model": f"PBG complex_diagonal dim {2 * args.dim} (= ComplEx {args.dim}), dot comparator, dynamic relations "
+        "= reciprocal ComplEx (lhs operators: tail queries, rhs operators: head queries)",
+        "pbg_settings": peer["pbg_config"],
+        "pbg_overrides_of_defaults": peer["overrides_of_pbg_defaults"],
+        "train_seconds": peer["train_seconds"],
+        "train_epochs": peer["epochs"],
+        "positives_per_s": peer["edges_per_s"],
+        "train_wall_s_incl_startup_and_checkpoints": peer["train_wall_s"],
+        "pbg_workers_warmed_before_timing": peer["warm_workers"],
+        "peer_process_cpu": peer_usage.record(),
+        "metrics": metrics,
+        "eval_seconds": eval_seconds,
+        "mapping_check": check,
+        "not_in_pbg": missing,
+        "negatives": {
+            "corrupted_sides_per_positive": 2,
+            "negatives_scored_per_positive": 2 * (args.uniform_negs + max(args.batch_negs - 1, 0)),
+            "chunk_size": args.batch_negs or args.uniform_negs,
+            "uniform_draw": "one draw of num_uniform_negs entities per chunk and side (torch.randint over all "
+            "entities, with replacement), shared by the chunk's positives; negatives equal to the positive kept",
+            "batch_negatives": "the chunk's other positives' entities on that side" if args.batch_negs else "none",
+            "loss": "per positive and side: -pos + log(exp(pos) + sum exp(neg)), summed over the batch; "
+            "loss = head side + tail side",
+            "source": "torchbiggraph 1.0.0 model.py MultiRelationEmbedder.forward / forward_direction_agnostic / "
+            "prepare_negatives, losses.py SoftmaxLossFunction, train.py Trainer.process_one_batch",
+        },
+        "jobi_tf_match": jobi_tf_match(args),
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "peer_command": shlex.join(peer_command),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "versions": {
+            "jobi_tf": jobi_tf.__version__,
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+            **{f"peer_{k}": v for k, v in peer["versions"].items()},
+        },
+        "peak_rss_gib": round(peak_rss_gib(), 2),
+    }
+    emit(record)
+
+
+if __name__ == "__main__":
+    main()
