@@ -8,6 +8,7 @@ import tensorflow as tf
 from random_batches import sampled_batch
 
 from jobi_tf.models import JoBiModel, get_scorer
+from jobi_tf.models.scorers import heads_against_own_rows
 from jobi_tf.objectives import (
     FullSoftmax,
     Objective,
@@ -70,18 +71,34 @@ def test_heads_hold_one_objective_each_scoring_the_same_candidates():
         PairBCE(candidates="some")
 
 
-def test_both_heads_share_one_pass_over_the_candidates():
-    """The pair and triple heads' sampled logits come from one stacked einsum per candidate kind."""
-    x = sampled_batch(np.random.default_rng(1))
-    model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, joint=True)
+def test_both_heads_share_one_gather_of_the_candidates():
+    """The pair head reads the candidate rows the triple head gathered: JoBi adds one gather,
+    of its own relation rows, to the baseline's graph."""
+    x = {k: tf.constant(v) for k, v in sampled_batch(np.random.default_rng(1)).items()}
 
-    @tf.function
-    def logits(x):
-        return model(x)
+    def gathers(joint: bool) -> int:
+        model = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, joint=joint)
+        graph = tf.function(lambda x: model(x)).get_concrete_function(x).graph
+        return sum(op.type in ("ResourceGather", "GatherV2") for op in graph.get_operations())
 
-    graph = logits.get_concrete_function({k: tf.constant(v) for k, v in x.items()}).graph
-    einsums = [op for op in graph.get_operations() if op.type in ("Einsum", "BatchMatMulV2", "BatchMatMulV3")]
-    assert len(einsums) == 2  # candidates scored as tails and as heads, both heads at once
+    assert gathers(True) == gathers(False) + 1
+
+
+@pytest.mark.parametrize("heads", [2, 3])
+def test_heads_against_own_rows_gives_the_einsum_values_and_gradients(heads):
+    """The per-triple scoring of several heads, with its written-out gradient, against NumPy."""
+    rng = np.random.default_rng(6)
+    q = tf.constant(rng.normal(size=(5, heads, 8)).astype(np.float32))
+    rows = tf.constant(rng.normal(size=(5, 7, 8)).astype(np.float32))
+    upstream = rng.normal(size=(5, heads, 7)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        tape.watch([q, rows])
+        scores = heads_against_own_rows(q, rows)
+        loss = tf.reduce_sum(scores * upstream)
+    d_q, d_rows = tape.gradient(loss, [q, rows])
+    np.testing.assert_allclose(scores.numpy(), np.einsum("bsw,bkw->bsk", q.numpy(), rows.numpy()), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(d_q.numpy(), np.einsum("bsk,bkw->bsw", upstream, rows.numpy()), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(d_rows.numpy(), np.einsum("bsk,bsw->bkw", upstream, q.numpy()), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-__all__ = ["Scorer", "DistMult", "ComplEx", "SimplE", "SCORERS", "get_scorer"]
+__all__ = ["Scorer", "DistMult", "ComplEx", "SimplE", "SCORERS", "get_scorer", "heads_against_own_rows"]
 
 _LETTERS, _EXTRA = "abcdefgh", "stuv"  # einsum axis names: batch axes, then a query's extra axes
 
@@ -81,6 +81,8 @@ class Scorer(keras.layers.Layer):
                 return tf.matmul(queries, rows, transpose_b=True)
             lead = _LETTERS[: queries.shape.rank - 1]
             return tf.einsum(f"{lead}w,nw->{lead}n", queries, rows)
+        if rows.shape.rank == 3 and queries.shape.rank == 3 and (queries.shape[1] or 1) > 1:
+            return heads_against_own_rows(queries, rows)
         batch = _LETTERS[: rows.shape.rank - 2]
         extra = _EXTRA[: queries.shape.rank - 1 - len(batch)]
         return tf.einsum(f"{batch}{extra}w,{batch}kw->{batch}{extra}k", queries, rows)
@@ -96,6 +98,28 @@ class Scorer(keras.layers.Layer):
         each complex component, as Lacroix et al. (2018) define N3.
         """
         return tf.reduce_sum(tf.abs(x) ** 3, axis=-1)
+
+
+@tf.custom_gradient
+def heads_against_own_rows(queries: tf.Tensor, rows: tf.Tensor):
+    """``[B, S, K]`` dots of S queries per example (JoBi's triple and pair heads) with that
+    example's own K candidate rows: ``queries [B, S, W]``, ``rows [B, K, W]``.
+
+    Why not one batched einsum: XLA on CPU runs a batch of tiny ``[S, W] x [W, K]`` products
+    as a generic loop, and each head costs a full pass; as one matrix-vector product per head
+    and a gradient written out (the rows' gradient is a sum of S outer products, one fused
+    elementwise pass), JoBi's two heads cost about what one head costs with the einsum
+    (`bench/jobi_step_cost.py`). The values are the same dot products (summed in another order).
+    """
+    heads = queries.shape[1]
+    scores = tf.stack([tf.einsum("bw,bkw->bk", queries[:, s], rows) for s in range(heads)], axis=1)
+
+    def gradient(upstream: tf.Tensor):
+        d_queries = tf.stack([tf.einsum("bk,bkw->bw", upstream[:, s], rows) for s in range(heads)], axis=1)
+        d_rows = tf.add_n([upstream[:, s, :, None] * queries[:, s, None, :] for s in range(heads)])
+        return d_queries, d_rows
+
+    return scores, gradient
 
 
 class DistMult(Scorer):
