@@ -1,0 +1,765 @@
+"""Accuracy per hour: filtered test MRR / Hits@1/3/10 against training seconds at equal wall-clock
+budgets, for one training system on one graph (jobi-tf sampled baseline, sampled JoBi,
+1-vs-all, or PyTorch-BigGraph), resumable over hours.
+
+The rule, the same for every system. Training time is the system's own training seconds,
+summed over its epochs; validation, evaluation, checkpoint writing, process start-up and data
+loading are excluded (jobi-tf: each epoch's ``epoch_seconds``, what ``Throughput`` logs and
+TensorBoard shows as ``speed/epoch_seconds``, which includes tracing and compiling the step in
+the first epoch of a call; PBG: its ``Processed N edges in X s``, its workers started before
+the clock, as in ``peer_pbg.py``). Validation runs at epoch ends
+(every ``--eval-every`` epochs). At budget T the point is the first validation whose
+cumulative training seconds reach T (an epoch end, so a point lies up to one validation
+interval past T: ``train_seconds`` and ``over_budget_s`` say by how much); the model held
+there is the best on validation (``--monitor``, earliest on ties, as jobi-tf's early
+stopping) among the validations done so far, and its filtered test metrics are the point.
+
+Steps, jobi-tf systems (``baseline``: ``--no-joint --p 0``; ``jobi``: ``--joint --p 0.3``;
+``one-vs-all``: ``--preset kbc-fast``; then ``--flags``, then the harness's own
+``--eval-every K --patience 10^9 --monitor M --seed S``):
+1. The run lives in ``OUT/run`` (an ordinary jobi-tf run folder) and is trained with
+   ``jobi_tf.training.train`` (what ``jobi-tf train`` runs) in continuations: each call raises
+   ``epochs`` (as ``jobi-tf grid``'s successive halving does: ``metrics.json`` removed, the same
+   run resumed from its checkpoint). A continuation is sized from the epoch times so far to end
+   just short of the next budget (minus a new call's start-up cost); then one validation
+   interval at a time until the budget is crossed. When a call ends past the budget, the run's
+   ``metrics.json`` holds the test metrics of the best weights so far, i.e. the point.
+2. Every call is a session in ``OUT/accuracy_per_hour.json`` (start position, TensorBoard
+   files already there). Its epochs' seconds are read from the event file it wrote (epoch
+   seconds and positives per second, hence steps), keeping only the epochs that survived in
+   the checkpoint (a kill -9 loses the epochs after the last validation; they are trained
+   again and counted once); an epoch split by SIGTERM counts both parts. Steps no event timed
+   (a kill after a ``--checkpoint-steps`` checkpoint) are charged at the steady per-step rate
+   and the point names their epochs in ``estimated_seconds_epochs``.
+3. If the call that crossed budget T ran past the first validation at or after T and its best
+   weights changed after it, that validation's weights are gone: the point is then taken at
+   the call's end (``exact: false``, ``intended`` gives the first-crossing epoch and its best
+   validation). Sizing keeps this rare.
+4. Each new call traces (and with XLA compiles) the train step again, inside its first epoch's
+   seconds, as in any resumed jobi-tf run; a continuous run pays this once. The points count
+   it (it is jobi-tf's own measure) and report ``sessions`` and ``restart_overhead_s_est``
+   (the first epochs' excess over the steady epoch time, summed over the calls after the first).
+
+Steps, ``pbg`` (``--flags`` are `bench/pbg_vs_jobi.py`'s: ``--dim`` in jobi-tf terms, PBG's
+D = 2 x dim, ``--batch-size``, ``--uniform-negs``, ``--batch-negs``, ``--lr``, ``--workers``, ...):
+1. ``bench/peer_pbg_epochs.py`` in ``--peer-python`` trains PBG in ``OUT/pbg`` up to a number
+   of epochs (PBG resumes from its own checkpoint), keeps each epoch's seconds and exports
+   every ``--eval-every``-th epoch's embeddings; calls are sized to reach the next budget.
+2. Each exported epoch, in order, is loaded into a reciprocal-ComplEx ``JoBiModel``
+   (`pbg_vs_jobi.pbg_model`; the mapping is checked once against PBG's own scores,
+   ``mapping_check``) and validated with `jobi_tf.evaluation.FilteredEvaluator`; the best
+   export is kept, the others deleted; when an epoch's cumulative seconds reach a budget, the
+   best export is ranked on test: the point (always ``exact``: every epoch is exported).
+
+Resuming: rerun the same command (one process per ``OUT``: ``OUT/.lock``). Finished budgets
+are kept, the run folder / PBG folder continues from its checkpoint, and a session cut by a
+kill is settled from what it left. Budgets may be added later if they lie beyond the training
+already done. One JSON line on stdout at the end (also the top of ``OUT/accuracy_per_hour.json``,
+written atomically after every step): system, settings (jobi-tf's ``config.json`` / PBG's
+resolved config), points, the validation curve, machine, versions, command. Plot several with
+`bench/plot_accuracy_per_hour.py`.
+
+Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/accuracy_per_hour.py --system jobi \\
+          --dataset fb15k-237 --budgets 5 15 45 120 --out runs/aph-fb15k-237-jobi \\
+          --flags "--shared-negatives 50 --share-biased"
+      ... --system pbg --dataset fb15k-237 --budgets 5 15 45 120 --out runs/aph-fb15k-237-pbg \\
+          --peer-python /tmp/pbgvenv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fcntl
+import json
+import logging
+import math
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import data_dir, emit, machine  # noqa: E402, I001
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import jobi_tf  # noqa: E402
+from jobi_tf.atomic import write_json_atomic  # noqa: E402
+from jobi_tf.config import DataConfig, EvalConfig, RunConfig  # noqa: E402
+from jobi_tf.errors import JobiError, TrainingStopped  # noqa: E402
+from jobi_tf.types import RANK_METRICS  # noqa: E402
+
+PROGRESS = "accuracy_per_hour.json"
+SYSTEMS = ("baseline", "jobi", "one-vs-all", "pbg")
+SYSTEM_FLAGS = {
+    "baseline": ["--no-joint", "--p", "0"],
+    "jobi": ["--joint", "--p", "0.3"],
+    "one-vs-all": ["--preset", "kbc-fast"],
+}
+LABELS = {
+    "baseline": "jobi-tf baseline (sampled)",
+    "jobi": "jobi-tf JoBi (sampled)",
+    "one-vs-all": "jobi-tf 1-vs-all (kbc-fast)",
+    "pbg": "PyTorch-BigGraph",
+}
+#: jobi-tf flags the harness sets itself (refused in ``--flags``).
+RESERVED = {"--epochs", "--eval-every", "--patience", "--monitor", "--seed", "--out", "--dataset", "--data-dir",
+            "--init-from", "--replay"}  # fmt: skip
+NEVER = 10**9  # patience: never stop before the largest budget
+#: A continuation aims this much short of the budget (epoch times vary on a shared machine).
+MARGIN = 1.1
+#: ... and trains at most this many times the steady epochs measured so far.
+GROWTH = 4
+RULE = (
+    "at budget T: the first validation whose cumulative training seconds (validation, evaluation, checkpoints, "
+    "process start-up and data loading excluded) reach T; the model held there is the best on validation "
+    "(monitor; earliest on ties) among the validations so far; its filtered test metrics are the point. Stops are "
+    "at epoch ends (validations), so a point lies up to one validation interval past T (train_seconds, "
+    "over_budget_s)."
+)
+TIME_NOTE = {
+    "jobi-tf": "jobi-tf's own epoch_seconds (training steps of each epoch, as Throughput logs them and TensorBoard "
+    "shows speed/epoch_seconds), summed over the epochs that survived in the checkpoint; each continuation's first "
+    "epoch includes re-tracing (and XLA compiling) the step (sessions, restart_overhead_s_est)",
+    "pbg": "PBG's own per-epoch 'Processed N edges in X s' (the Hogwild pass; worker start-up and checkpoint writes "
+    "excluded), summed over the epochs that survived in PBG's checkpoint",
+}
+
+log = logging.getLogger("accuracy_per_hour")
+
+
+# -- shared -------------------------------------------------------------------------------------
+def headline(metrics: dict) -> dict:
+    out = {k: round(float(metrics[k]), 6) for k in RANK_METRICS}
+    for side in ("head", "tail"):
+        if side in metrics:
+            out[side] = {k: round(float(metrics[side][k]), 6) for k in RANK_METRICS}
+    return out
+
+
+def best_so_far(validations: list[dict], monitor: str, upto: int) -> dict | None:
+    """The validation with the highest ``monitor`` among epochs ≤ ``upto`` (earliest on ties)."""
+    best = None
+    for v in validations:
+        if v["epoch"] <= upto and (best is None or v[monitor] > best[monitor]):
+            best = v
+    return best
+
+
+def recorded(progress: dict) -> set[float]:
+    return {p["budget_s"] for p in progress["points"]}
+
+
+def add_point(progress: dict, point: dict) -> None:
+    progress["points"] = sorted([*progress["points"], point], key=lambda p: p["budget_s"])
+    log.info(
+        "budget %g min: %.1f s of training, epoch %d (best %d): test mrr %.4f%s",
+        point["budget_min"],
+        point["train_seconds"],
+        point["epochs"],
+        point["best_epoch"],
+        point["test"]["mrr"],
+        "" if point["exact"] else " (taken late: see 'intended')",
+    )
+
+
+def median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+# -- jobi-tf systems ----------------------------------------------------------------------------
+def jobi_config(args, dataset_flags: list[str]) -> RunConfig:
+    """The `RunConfig` ``jobi-tf train`` would build from the system's flags, ``--flags`` and ours."""
+    import click
+    from jobi_tf.cli.options import TRAIN_SECTIONS, config_from_flags, config_options
+
+    from jobi_tf.presets import PRESETS, preset_settings
+
+    extra = shlex.split(args.flags)
+    clash = sorted({t.split("=", 1)[0] for t in extra if t.split("=", 1)[0] in RESERVED})
+    if clash:
+        sys.exit(f"--flags: {', '.join(clash)} are set by this script (use its own flags)")
+
+    @click.command()
+    @click.option("--preset", type=click.Choice(list(PRESETS)), default=None)
+    @config_options(*TRAIN_SECTIONS, seed=True)
+    def command(**flags) -> None:  # parsed only, never run
+        pass
+
+    argv = [
+        *dataset_flags,
+        *SYSTEM_FLAGS[args.system],
+        *extra,
+        "--eval-every", str(args.eval_every),
+        "--patience", str(NEVER),
+        "--monitor", args.monitor,
+        "--seed", str(args.seed),
+        "--epochs", str(args.eval_every),
+    ]  # fmt: skip
+    try:
+        ctx = command.make_context("jobi-tf train", argv)
+        flags = dict(ctx.params)
+        if flags["preset"] is not None:
+            given = {n for n in flags if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT}
+            data = DataConfig(dataset=flags["dataset"], data_dir=flags["data_dir"])
+            flags.update(preset_settings(flags["preset"], explicit=given, dataset=data.name))
+        return config_from_flags(flags)
+    except click.ClickException as exc:
+        sys.exit(f"--flags: {exc.format_message()}")
+    except JobiError as exc:
+        sys.exit(f"--flags: {exc}")
+
+
+def read_state(run: Path) -> dict:
+    """The loop state in ``RUN/checkpoint.npz`` (epoch, step, history, best_epoch, ...), without the weights."""
+    path = run / "checkpoint.npz"
+    if not path.exists():
+        return {"epoch": 0, "step": 0, "history": [], "best_epoch": 0}
+    with np.load(path) as data:
+        return json.loads(data["__state__"].tobytes().decode("utf-8"))
+
+
+def event_files(run: Path) -> list[Path]:
+    return sorted((run / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def speed_by_epoch(path: Path) -> dict[int, dict]:
+    """``{epoch: {"epoch_seconds", "positives_per_second"}}`` of one TensorBoard event file."""
+    out: dict[int, dict] = {}
+    try:
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag not in ("speed/epoch_seconds", "speed/positives_per_second"):
+                    continue
+                v = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                out.setdefault(int(event.step), {})[value.tag.split("/", 1)[1]] = v
+    except tf.errors.DataLossError:  # a record cut by a kill: keep what was read
+        pass
+    return out
+
+
+def settle(session: dict, run: Path, batch_size: int, how: str) -> None:
+    """Close a session: its surviving epochs' seconds and steps, from the event file it wrote."""
+    state = read_state(run)
+    end_epoch, end_step = state["epoch"], state["step"]
+    start_epoch, start_step = session["start"]
+    epochs, files = {}, []
+    for path in event_files(run):
+        if path.name in session["files_before"]:
+            continue
+        speeds = speed_by_epoch(path)
+        if speeds:
+            files.append(path.name)
+        for epoch, v in speeds.items():
+            if "epoch_seconds" not in v:
+                continue
+            first = start_epoch + 1
+            survived = epoch <= end_epoch or (end_step and epoch == end_epoch + 1)
+            if epoch >= first and survived:
+                steps = v.get("positives_per_second", 0.0) * v["epoch_seconds"] / batch_size
+                epochs[str(epoch)] = {"seconds": v["epoch_seconds"], "steps": int(round(steps))}
+    session.update(end=[end_epoch, end_step], epochs=epochs, files=files, ended=how)
+    session.pop("files_before", None)  # attributed: the list is not needed any more
+
+
+def epoch_seconds(sessions: list[dict], upto: int, steps: int, history: list[dict], batch_size: int) -> dict:
+    """Per epoch 1..``upto``: seconds, whether any of it was estimated, whether it opened a session."""
+    table = {e: {"seconds": 0.0, "steps": 0, "estimated": False, "first": False} for e in range(1, upto + 1)}
+    for s in sessions:
+        if s.get("end") is None:
+            continue
+        for i, (epoch, v) in enumerate(sorted(s["epochs"].items(), key=lambda kv: int(kv[0]))):
+            e = int(epoch)
+            if e in table:
+                table[e]["seconds"] += v["seconds"]
+                table[e]["steps"] += v["steps"]
+                table[e]["first"] |= i == 0
+    by_epoch = {h["epoch"]: h for h in history}
+    rates = [t["seconds"] / t["steps"] for t in table.values() if t["steps"] == steps and not t["first"]]
+    for e, t in table.items():
+        if t["steps"] == 0 and e in by_epoch and "epoch_seconds" in by_epoch[e]:
+            # validated, but its event was never written (killed between the checkpoint and TensorBoard)
+            h = by_epoch[e]
+            t["seconds"] = h["epoch_seconds"]
+            t["steps"] = int(round(h.get("positives_per_second", 0.0) * h["epoch_seconds"] / batch_size))
+        missing = steps - t["steps"]
+        if missing > 0:  # charged at the steady rate (the epoch's own part holds a start-up)
+            rate = median_or_none(rates)
+            if rate is None:
+                rate = median_or_none([x["seconds"] / x["steps"] for x in table.values() if x["steps"]]) or 0.0
+            t["seconds"] += missing * rate
+            t["estimated"] = True
+    return table
+
+
+def cumulative(table: dict) -> dict[int, float]:
+    out, total = {0: 0.0}, 0.0
+    for e in sorted(table):
+        total += table[e]["seconds"]
+        out[e] = total
+    return out
+
+
+def pace(table: dict, steps: int) -> tuple[float | None, float, int]:
+    """(steady seconds per epoch, a new session's extra seconds in its first epoch, how many
+    steady epochs were measured), or ``(None, 0, 0)`` before any full epoch that did not open a
+    session. Steady: the upper quartile of the last 10 such epochs (a shared machine's epochs
+    vary; aiming short costs one more call, aiming long may cost the exact point); extra: the
+    largest excess of a first epoch over it."""
+    steady = sorted([t["seconds"] for _, t in sorted(table.items()) if t["steps"] == steps and not t["first"]][-10:])
+    if not steady:
+        return None, 0.0, 0
+    est = steady[int(0.75 * (len(steady) - 1))]
+    extra = [t["seconds"] - est for t in table.values() if t["first"] and t["steps"] == steps]
+    samples = sum(1 for t in table.values() if t["steps"] == steps and not t["first"])
+    return est, max([0.0, *extra]), samples
+
+
+def restart_overhead(table: dict, steps: int, upto: int) -> float:
+    """Seconds the calls after the first spent in their first epoch beyond a steady epoch (estimate)."""
+    steady = [t["seconds"] for t in table.values() if t["steps"] == steps and not t["first"]]
+    est = median_or_none(steady)
+    if est is None:
+        return 0.0
+    firsts = [e for e, t in sorted(table.items()) if t["first"] and e <= upto]
+    return round(sum(max(0.0, table[e]["seconds"] - est * table[e]["steps"] / steps) for e in firsts[1:]), 2)
+
+
+def plan_target(budget: float, state: dict, table: dict, cum: dict, steps: int, every: int) -> int:
+    """The epoch count to train to next, for the first budget not yet reached: just short of it
+    by the pace so far (at most `GROWTH` times the steady epochs measured), or one validation
+    interval when the budget is that close."""
+    epoch = state["epoch"]
+    next_validation = (epoch // every + 1) * every
+    crossed = [h["epoch"] for h in state["history"] if cum.get(h["epoch"], 0.0) >= budget]
+    if crossed:  # crossed before a kill: only the test evaluation is missing
+        return epoch if state["step"] == 0 else next_validation
+    est, extra, samples = pace(table, steps)
+    if est is None:  # no steady epoch yet: at least two epochs, so that the second measures one
+        return max(next_validation, math.ceil((epoch + 2) / every) * every)
+    room = budget - cum.get(epoch, 0.0) - extra
+    n = min(math.floor(room / (MARGIN * est)), GROWTH * samples)  # no long jump on a few measured epochs
+    return max(next_validation, epoch + n // every * every)
+
+
+def jobi_points(progress: dict, metrics: dict, state: dict, table: dict, steps: int, budgets: list[float], monitor):
+    """Points for the budgets the finished call crossed (``metrics.json``: the best weights on test)."""
+    cum = cumulative(table)
+    end = metrics["epochs"]
+    validations = [h for h in state["history"] if h["epoch"] <= end]
+    for budget in budgets:
+        if budget in recorded(progress):
+            continue
+        first = next((h["epoch"] for h in validations if cum[h["epoch"]] >= budget), None)
+        if first is None:
+            break
+        exact = metrics["best_epoch"] <= first
+        at = first if exact else end
+        intended = best_so_far(validations, monitor, first)
+        point = {
+            "budget_min": round(budget / 60, 6),
+            "budget_s": budget,
+            "train_seconds": round(cum[at], 2),
+            "over_budget_s": round(cum[at] - budget, 2),
+            "epochs": at,
+            "best_epoch": metrics["best_epoch"],
+            "validations": sum(1 for h in validations if h["epoch"] <= at),
+            "valid": headline(metrics["valid"]),
+            "test": headline(metrics["test"]),
+            "exact": exact,
+            "stop": "epoch end (validation)",
+            "sessions": sum(1 for s in progress["sessions"] if s["start"][0] < at and s.get("end")),
+            "restart_overhead_s_est": restart_overhead(table, steps, at),
+            "estimated_seconds_epochs": [e for e in range(1, at + 1) if table[e]["estimated"]],
+        }
+        if not exact:
+            point["intended"] = {
+                "epochs": first,
+                "train_seconds": round(cum[first], 2),
+                "best_epoch": intended["epoch"],
+                "valid": {k: round(intended[k], 6) for k in RANK_METRICS},
+                "why_not": "the best weights changed after this validation, inside the same call",
+            }
+        add_point(progress, point)
+
+
+def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) -> dict:
+    from jobi_tf.sampling import TrainingQueries, query_steps_per_epoch, steps_per_epoch
+    from jobi_tf.training import load_data, train
+
+    cfg = jobi_config(args, dataset_flags)
+    entities, relations, index = load_data(cfg)
+    batch = cfg.sampler.batch_size
+    if cfg.train.loss == "k-vs-all":
+        steps = query_steps_per_epoch(TrainingQueries.from_index(index), batch)
+    else:
+        steps = steps_per_epoch(index, batch)
+    run = out / "run"
+    budgets = [60 * b for b in args.budgets]
+    for s in progress["sessions"]:
+        if s.get("end") is None:
+            settle(s, run, batch, "killed")
+            log.info("settled a session cut by a kill: trained to epoch %d, step %d", *s["end"])
+    save()
+    while True:
+        state = read_state(run)
+        table = epoch_seconds(progress["sessions"], state["epoch"], steps, state["history"], batch)
+        cum = cumulative(table)
+        metrics_path = run / "metrics.json"
+        if metrics_path.exists():
+            metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+            if metrics["epochs"] == state["epoch"] and state["step"] == 0:
+                jobi_points(progress, metrics, state, table, steps, budgets, args.monitor)
+        for point in progress["points"]:  # later epochs refine the steady epoch time
+            if point["epochs"] <= state["epoch"]:
+                point["restart_overhead_s_est"] = restart_overhead(table, steps, point["epochs"])
+        progress["curve"] = [
+            {"epoch": h["epoch"], "train_seconds": round(cum.get(h["epoch"], 0.0), 2), args.monitor: h[args.monitor]}
+            for h in state["history"]
+        ]
+        progress["train_seconds_reached"] = round(cum.get(state["epoch"], 0.0), 2)
+        if (run / "config.json").exists():
+            progress["settings_resolved"] = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        save()
+        pending = [b for b in budgets if b not in recorded(progress)]
+        if not pending:
+            return progress
+        target = plan_target(pending[0], state, table, cum, steps, args.eval_every)
+        metrics_path.unlink(missing_ok=True)  # a finished call: continue the same run (jobi_tf.grid's halving)
+        session = {
+            "start": [state["epoch"], state["step"]],
+            "target": target,
+            "files_before": [p.name for p in event_files(run)],
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "end": None,
+        }
+        progress["sessions"].append(session)
+        save()
+        log.info(
+            "training epochs %d..%d (%.1f s so far, next budget %.0f s)",
+            state["epoch"] + 1,
+            target,
+            cum.get(state["epoch"], 0.0),
+            pending[0],
+        )
+        call = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=target))
+        try:
+            train(call, run, verbose=0, data=(entities, relations, index))
+        except TrainingStopped as exc:
+            settle(session, run, batch, "stopped")
+            save()
+            print(f"Error: {exc}", file=sys.stderr)
+            raise SystemExit(exc.exit_code) from None
+        settle(session, run, batch, "finished")
+        keras.backend.clear_session()
+        save()
+
+
+# -- PBG ----------------------------------------------------------------------------------------
+def pbg_flags(flags: str) -> argparse.Namespace:
+    """`bench/pbg_vs_jobi.py`'s PBG flags (``--dim`` in jobi-tf terms: PBG's D is twice it)."""
+    parser = argparse.ArgumentParser(prog="--flags (pbg)", allow_abbrev=False)
+    parser.add_argument("--dim", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--uniform-negs", type=int, default=50)
+    parser.add_argument("--batch-negs", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--loss", default="softmax")
+    parser.add_argument("--init-scale", type=float)
+    parser.add_argument("--hogwild-delay", type=float, default=0.0)
+    parser.add_argument("--warm-workers", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--keep-versions", action="store_true")
+    parser.add_argument("--check", type=int, default=5)
+    try:
+        return parser.parse_args(shlex.split(flags))
+    except SystemExit:
+        sys.exit(f"--flags {flags!r}: not PBG flags of this script (see pbg_flags in {__file__})")
+
+
+def driver_command(args, p, folder: Path, work: Path, epochs: int) -> list[str]:
+    command = [
+        args.peer_python, str(Path(__file__).parent / "peer_pbg_epochs.py"),
+        "--data-dir", str(folder),
+        "--out", str(work),
+        "--epochs", str(epochs),
+        "--dim", str(2 * p.dim),
+        "--batch-size", str(p.batch_size),
+        "--uniform-negs", str(p.uniform_negs),
+        "--batch-negs", str(p.batch_negs),
+        "--lr", str(p.lr),
+        "--workers", str(p.workers),
+        "--loss", p.loss,
+        "--operator", "complex_diagonal",
+        "--comparator", "dot",
+        "--hogwild-delay", str(p.hogwild_delay),
+        "--seed", str(args.seed),
+        "--export-every", str(args.eval_every),
+        "--check", str(p.check),
+        "--warm-workers" if p.warm_workers else "--no-warm-workers",
+    ]  # fmt: skip
+    if p.init_scale is not None:
+        command += ["--init-scale", str(p.init_scale)]
+    if p.keep_versions:
+        command.append("--keep-versions")
+    return command
+
+
+def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> dict:
+    import pbg_vs_jobi
+
+    from jobi_tf.data.index import build_index
+    from jobi_tf.data.triples import read_split_folder
+    from jobi_tf.evaluation import FilteredEvaluator
+
+    if not args.peer_python:
+        sys.exit("--system pbg needs --peer-python (a virtualenv with torchbiggraph)")
+    p = pbg_flags(args.flags)
+    entities, relations, index = build_index(read_split_folder(folder), name)  # as pbg_vs_jobi.py
+    evaluator = FilteredEvaluator(index, EvalConfig(), relation_labels=relations.labels)
+    work = out / "pbg"
+    st = progress.setdefault(
+        "pbg", {"epochs_done": 0, "epoch_seconds": [], "validated": [], "best": None, "calls": [], "first_of_call": []}
+    )
+    progress["harness_flags"] = vars(p)
+    progress["jobi_tf_match"] = pbg_vs_jobi.jobi_tf_match(p)
+    budgets = [60 * b for b in args.budgets]
+    every = args.eval_every
+
+    def export_dir(epoch: int) -> Path:
+        return work / "exports" / f"epoch-{epoch}"
+
+    def cum_at(epoch: int) -> float:
+        return float(sum(st["epoch_seconds"][:epoch]))
+
+    def cleanup() -> None:  # every validated export but the best one
+        keep = st["best"]["epoch"] if st["best"] else None
+        for v in st["validated"]:
+            if v["epoch"] != keep and export_dir(v["epoch"]).exists():
+                shutil.rmtree(export_dir(v["epoch"]))
+
+    cleanup()
+    while True:
+        exported = json.loads((work / "exported.json").read_text()) if (work / "exported.json").exists() else []
+        seen = {v["epoch"] for v in st["validated"]}
+        for epoch in sorted(e for e in exported if e not in seen and e <= st["epochs_done"] and e % every == 0):
+            model, pbg_to_ours, missing = pbg_vs_jobi.pbg_model(export_dir(epoch), entities, relations, p.dim)
+            if "mapping_check" not in progress and (export_dir(epoch) / "check_triples.json").exists():
+                check = pbg_vs_jobi.check_mapping(model, export_dir(epoch), entities, relations, pbg_to_ours)
+                progress["mapping_check"] = {k: check[k] for k in ("max_abs_diff", "max_abs_score", "ok")}
+                progress["not_in_pbg"] = missing
+                if not check["ok"]:
+                    sys.exit(f"PBG's scores and ours differ: {check['max_abs_diff']}")
+            start = time.perf_counter()
+            valid = headline(evaluator.evaluate(model, "valid"))
+            st["validated"].append(
+                {
+                    "epoch": epoch,
+                    "train_seconds": round(cum_at(epoch), 3),
+                    "valid_s": round(time.perf_counter() - start, 2),
+                    **{k: valid[k] for k in RANK_METRICS},
+                }  # fmt: skip
+            )
+            if st["best"] is None or valid[args.monitor] > st["best"]["valid"][args.monitor]:
+                st["best"] = {"epoch": epoch, "valid": valid}
+            for budget in budgets:
+                if budget in recorded(progress) or cum_at(epoch) < budget:
+                    continue
+                best = st["best"]["epoch"]
+                held, _, _ = pbg_vs_jobi.pbg_model(export_dir(best), entities, relations, p.dim)
+                test = headline(evaluator.evaluate(held, "test"))
+                firsts = [e for e in st["first_of_call"] if e <= epoch]
+                steady = [s for e, s in enumerate(st["epoch_seconds"][:epoch], 1) if e not in st["first_of_call"]]
+                est = median_or_none(steady[-10:])
+                add_point(
+                    progress,
+                    {
+                        "budget_min": round(budget / 60, 6),
+                        "budget_s": budget,
+                        "train_seconds": round(cum_at(epoch), 2),
+                        "over_budget_s": round(cum_at(epoch) - budget, 2),
+                        "epochs": epoch,
+                        "best_epoch": best,
+                        "validations": sum(1 for v in st["validated"] if v["epoch"] <= epoch),
+                        "valid": st["best"]["valid"],
+                        "test": test,
+                        "exact": True,
+                        "stop": "epoch end (validation)",
+                        "sessions": len(firsts),
+                        "restart_overhead_s_est": round(
+                            sum(max(0.0, st["epoch_seconds"][e - 1] - est) for e in firsts[1:]) if est else 0.0, 2
+                        ),
+                        "estimated_seconds_epochs": [],
+                    },
+                )
+            progress["curve"] = [
+                {"epoch": v["epoch"], "train_seconds": v["train_seconds"], args.monitor: v[args.monitor]}
+                for v in st["validated"]
+            ]
+            save()
+            cleanup()
+        pending = [b for b in budgets if b not in recorded(progress)]
+        progress["train_seconds_reached"] = round(cum_at(st["epochs_done"]), 2)
+        save()
+        if not pending:
+            return progress
+        done = st["epochs_done"]
+        steady = [s for e, s in enumerate(st["epoch_seconds"], 1) if e not in st["first_of_call"]]
+        est = median_or_none(steady[-10:]) or (max(st["epoch_seconds"]) if st["epoch_seconds"] else None)
+        if est:
+            n = max(1, math.ceil((pending[0] - cum_at(done)) / est))
+        else:
+            n = 1
+        target = math.ceil((done + n) / every) * every
+        command = driver_command(args, p, folder, work, target)
+        log.info("PBG: training epochs %d..%d (%.1f s so far, next budget %.0f s)", done + 1, target, cum_at(done),
+                 pending[0])  # fmt: skip
+        started = time.perf_counter()
+        result = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+        lines = result.stdout.strip().splitlines()
+        if result.returncode or not lines:
+            sys.exit(f"PBG's driver failed (exit {result.returncode}): {shlex.join(command)}")
+        peer = json.loads(lines[-1])
+        if None in peer["epoch_seconds"]:
+            sys.exit(f"PBG's driver reported no seconds for some epoch: {peer['epoch_seconds']}")
+        before = peer["epochs_before"]
+        if peer["epochs_done"] > before and (before + 1) not in st["first_of_call"]:
+            st["first_of_call"].append(before + 1)
+        st["epochs_done"], st["epoch_seconds"] = peer["epochs_done"], peer["epoch_seconds"]
+        st["calls"].append(
+            {
+                "epochs": [before, peer["epochs_done"]],
+                "wall_s": round(time.perf_counter() - started, 1),
+                "train_wall_s": peer["train_wall_s"],
+                "warm_workers": peer["warm_workers"],
+            }  # fmt: skip
+        )
+        progress["settings_resolved"] = {
+            "pbg_config": peer["pbg_config"],
+            "overrides_of_pbg_defaults": peer["overrides_of_pbg_defaults"],
+        }
+        progress["peer_versions"] = peer["versions"]
+        progress["peer_command"] = shlex.join(command)
+        save()
+
+
+# -- main ---------------------------------------------------------------------------------------
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--system", required=True, choices=SYSTEMS)
+    parser.add_argument("--dataset", help="a name (its folder under $JOBI_TF_DATA_DIR)")
+    parser.add_argument("--data-dir", help="a folder with train.txt, valid.txt, test.txt (instead of --dataset)")
+    parser.add_argument("--budgets", type=float, nargs="+", required=True, help="training minutes, e.g. 5 15 45 120")
+    parser.add_argument("--out", type=Path, required=True, help="working folder (rerun the same command to resume)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--flags",
+        default="",
+        help="extra jobi-tf train flags (jobi-tf systems), or PBG flags of bench/pbg_vs_jobi.py (pbg)",
+    )
+    parser.add_argument("--eval-every", type=int, default=1, help="validate every this many epochs")
+    parser.add_argument("--monitor", default="mrr", choices=list(RANK_METRICS), help="validation metric of the rule")
+    parser.add_argument("--peer-python", help="python of a virtualenv with torchbiggraph (--system pbg)")
+    args = parser.parse_args()
+    if bool(args.dataset) == bool(args.data_dir):
+        parser.error("give --dataset NAME or --data-dir FOLDER")
+    if args.eval_every < 1 or min(args.budgets) <= 0:
+        parser.error("--eval-every and --budgets must be positive")
+    args.budgets = sorted(set(args.budgets))
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+
+    name = args.dataset or Path(args.data_dir).name
+    folder = data_dir(name, args.data_dir)
+    dataset_flags = ["--dataset", args.dataset] if args.dataset else ["--data-dir", str(folder)]
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    lock = open(out / ".lock", "w")  # held until exit (a killed process's lock goes with it)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"{out}: another accuracy_per_hour process is working in this folder")
+    identity = {
+        "system": args.system,
+        "dataset": args.dataset,
+        "data_dir": None if args.dataset else str(Path(args.data_dir).resolve()),
+        "seed": args.seed,
+        "flags": args.flags,
+        "eval_every": args.eval_every,
+        "monitor": args.monitor,
+    }
+    path = out / PROGRESS
+    progress = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if progress is not None and progress["identity"] != identity:
+        diff = {k: (progress["identity"].get(k), v) for k, v in identity.items() if progress["identity"].get(k) != v}
+        sys.exit(f"{out}: holds another measurement {diff}; use another --out or the same flags")
+    if progress is None:
+        progress = {"identity": identity, "points": [], "sessions": [], "train_seconds_reached": 0.0}
+    reached = progress.get("train_seconds_reached", 0.0)
+    late = [b for b in args.budgets if 60 * b <= reached and 60 * b not in recorded(progress)]
+    if late:
+        sys.exit(f"--budgets {late}: already passed ({reached:.0f} s trained) without a point; use another --out")
+
+    versions = {
+        "jobi_tf": jobi_tf.__version__,
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+
+    def record() -> dict:
+        pending = [b for b in args.budgets if 60 * b not in recorded(progress)]
+        return {
+            "bench": "accuracy_per_hour",
+            "system": args.system,
+            "label": LABELS[args.system],
+            "dataset": name,
+            "status": "finished" if not pending else f"unfinished: {len(pending)} budget(s) to go",
+            "budgets_min": args.budgets,
+            "points": progress["points"],
+            "rule": RULE,
+            "time": TIME_NOTE["pbg" if args.system == "pbg" else "jobi-tf"],
+            "monitor": args.monitor,
+            "eval_every": args.eval_every,
+            "train_seconds_reached": progress.get("train_seconds_reached"),
+            "settings": progress.get("settings_resolved"),
+            **{
+                k: progress[k]
+                for k in ("harness_flags", "jobi_tf_match", "mapping_check", "not_in_pbg")
+                if k in progress
+            },
+            "curve": progress.get("curve", []),
+            "sessions": len(progress["sessions"])
+            if args.system != "pbg"
+            else len(progress.get("pbg", {}).get("calls", [])),
+            "machine": machine(),
+            "versions": {**versions, **{f"peer_{k}": v for k, v in progress.get("peer_versions", {}).items()}},
+            "command": shlex.join([sys.executable, *sys.argv]),
+            **({"peer_command": progress["peer_command"]} if "peer_command" in progress else {}),
+            "out": str(out),
+        }
+
+    def save() -> None:
+        write_json_atomic(path, {**record(), **{k: v for k, v in progress.items() if k not in ("points",)},
+                                 "points": progress["points"]})  # fmt: skip
+
+    save()
+    if args.system == "pbg":
+        run_pbg(args, out, progress, save, name, folder)
+    else:
+        run_jobi(args, out, progress, save, dataset_flags)
+    save()
+    emit(record())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,338 @@
+"""PyTorch-BigGraph (PBG) trained epoch by epoch, resumably, each epoch's embeddings exported
+(for `bench/accuracy_per_hour.py`; runs in PBG's own virtualenv, as `bench/peer_pbg.py`,
+whose config, import, worker warm-up and export code it reuses).
+
+Steps:
+1. First call: ``OUT/settings.json`` records the flags (all but ``--epochs``); later calls
+   with other settings are refused (use another ``--out``). PBG's TSV importer runs once
+   (``OUT/pbg_data``, marked done by ``OUT/pbg_data/.imported``; train first, then valid and
+   test so that every entity gets a row; only train is trained on), as in ``peer_pbg.py``.
+2. ``OUT/config.py`` is ``peer_pbg.py``'s config with ``num_epochs = --epochs`` and
+   ``checkpoint_preservation_interval = 1`` (PBG then keeps every epoch's checkpoint version
+   instead of deleting the previous one).
+3. Train with PBG's ``train``: PBG itself resumes from its checkpoint version ``v`` (= epochs
+   done; it trains epochs ``v+1 .. --epochs``), so a killed call loses at most the epoch in
+   progress and rerunning continues. The torch seed is ``--seed + v`` (a resumed call does not
+   replay the first call's edge order). Each epoch's training seconds are PBG's own
+   ``Processed N edges in X s`` (one bucket here; logged after the Hogwild pass, before the
+   checkpoint is written), appended with the epoch number to ``OUT/epoch_seconds.jsonl`` and
+   fsync'd as PBG logs them; an epoch redone after a kill is logged again and its last line
+   counts. Worker start-up is outside it (``--warm-workers``, as ``peer_pbg.py``). This
+   process and PBG's workers die with the process that started them (``PR_SET_PDEATHSIG``),
+   and a lock on ``OUT/.lock`` keeps a second driver from training in the same folder.
+4. Export each epoch ``e`` (a multiple of ``--export-every``) not yet exported, from PBG's
+   checkpoint version ``e``, with ``peer_pbg.export`` into ``OUT/exports/epoch-<e>/`` (written
+   as ``.tmp`` and renamed; recorded in ``OUT/exported.json``), then delete the checkpoint
+   versions older than the current one (kept to resume) unless ``--keep-versions``.
+   ``--check N``: the first exported epoch also gets PBG's own scores of N test triples
+   (``peer_pbg.check_scores``) for the caller's mapping check.
+5. One JSON line on stdout: epochs done, per-epoch seconds and edges, exported epochs, PBG's
+   full resolved config, versions. PBG's log goes to stderr and is appended to ``OUT/pbg.log``.
+
+Run:  /tmp/pbgvenv/bin/python bench/peer_pbg_epochs.py --data-dir ../shared/datasets/kinship \\
+          --out /tmp/pbg-epochs-kinship --dim 100 --epochs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import fcntl
+import importlib
+import json
+import logging
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+# At module level, as in peer_pbg.py: PBG's spawned Hogwild workers import this module as
+# ``__mp_main__``, so torch, PBG and peer_pbg are imported before the timed epochs.
+import attr  # noqa: E402
+import h5py  # noqa: E402
+import peer_pbg  # noqa: E402
+import torch  # noqa: E402
+import torchbiggraph  # noqa: E402
+import torchbiggraph.train  # noqa: E402
+from torchbiggraph.checkpoint_storage import CHECKPOINT_STORAGES  # noqa: E402
+from torchbiggraph.config import ConfigFileLoader, add_to_sys_path  # noqa: E402
+from torchbiggraph.converters.import_from_tsv import convert_input_data  # noqa: E402
+from torchbiggraph.train import train  # noqa: E402
+from torchbiggraph.util import SubprocessInitializer, set_logging_verbosity, setup_logging  # noqa: E402
+
+DATA_SUBDIR, CHECKPOINT_SUBDIR = peer_pbg.DATA_SUBDIR, peer_pbg.CHECKPOINT_SUBDIR
+EXPORTS, VIEWS = "exports", "views"
+STARTING = re.compile(r"Starting epoch (\d+) /")
+#: Flags that must stay the same over the calls of one ``--out`` (``--epochs`` may grow).
+SETTINGS = (
+    "data_dir", "dim", "batch_size", "uniform_negs", "batch_negs", "lr", "workers", "loss", "operator",
+    "comparator", "init_scale", "hogwild_delay", "warm_workers", "seed", "export_every",
+)  # fmt: skip
+
+
+def die_with_parent() -> None:
+    """Be killed when the parent process dies (Linux ``PR_SET_PDEATHSIG``): a caller killed with
+    SIGKILL leaves no PBG process training on behind it (this driver and its Hogwild workers)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def write_json_atomic(path: Path, data) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class EpochSeconds(logging.Handler):
+    """Appends ``{"epoch", "edges", "seconds"}`` to a JSON-lines file at each of PBG's
+    ``Processed N edges in X s`` lines (the epoch from its ``Starting epoch E /`` line)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(logging.INFO)
+        self.path = path
+        self.epoch: int | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        m = STARTING.search(message)
+        if m:
+            self.epoch = int(m.group(1))
+            return
+        m = peer_pbg.PROCESSED.search(message)
+        if m and self.epoch is not None:
+            line = {"epoch": self.epoch, "edges": int(m.group(1)), "seconds": float(m.group(2)), "pid": os.getpid()}
+            with open(self.path, "a") as f:
+                f.write(json.dumps(line) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+
+def epoch_seconds(path: Path, done: int) -> dict[int, dict]:
+    """Epoch → its last logged ``{"edges", "seconds"}``, for the epochs PBG finished (≤ ``done``)."""
+    out: dict[int, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:  # a line cut by a kill
+                continue
+            if rec["epoch"] <= done:
+                out[rec["epoch"]] = {"edges": rec["edges"], "seconds": rec["seconds"]}
+    return out
+
+
+def version_view(config, ckpt: Path, views: Path, version: int) -> Path:
+    """A folder that reads as PBG's checkpoint at ``version`` (symlinks, as PBG's own snapshots)."""
+    storage = CHECKPOINT_STORAGES.make_instance(str(ckpt))
+    view = views / f"v{version}"
+    shutil.rmtree(view, ignore_errors=True)
+    view.mkdir(parents=True)
+    sources = [storage.get_model_file(version)]
+    for entity, econf in config.entities.items():
+        sources += [storage.get_entity_partition_file(version, entity, p) for p in range(econf.num_partitions)]
+    for src in sources:
+        if not src.exists():
+            raise SystemExit(f"{src}: PBG's checkpoint version {version} is gone; cannot export it")
+        (view / src.name).symlink_to(src.resolve())
+    (view / "checkpoint_version.txt").write_text(f"{version}\n")
+    return view
+
+
+def drop_versions(config, ckpt: Path, below: int) -> list[int]:
+    """Delete PBG's checkpoint versions older than ``below`` and its snapshots of them."""
+    storage = CHECKPOINT_STORAGES.make_instance(str(ckpt))
+    dropped = []
+    for version in range(1, below):
+        if not storage.get_model_file(version).exists():
+            continue
+        for entity, econf in config.entities.items():
+            for p in range(econf.num_partitions):
+                storage.drop_entity_partition(version, entity, p)
+        storage.drop_model(version)
+        shutil.rmtree(storage.get_snapshot_path(version), ignore_errors=True)
+        dropped.append(version)
+    return dropped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", required=True, help="folder with train.txt (head, relation, tail)")
+    parser.add_argument("--out", required=True, help="working folder (resumed when it exists)")
+    parser.add_argument("--epochs", type=int, required=True, help="train until this many epochs are done")
+    parser.add_argument("--dim", type=int, default=400, help="PBG's dimension D (complex_diagonal: D/2 + D/2)")
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--uniform-negs", type=int, default=50)
+    parser.add_argument("--batch-negs", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--loss", default="softmax")
+    parser.add_argument("--operator", default="complex_diagonal")
+    parser.add_argument("--comparator", default="dot")
+    parser.add_argument("--init-scale", type=float)
+    parser.add_argument("--hogwild-delay", type=float, default=0.0)
+    parser.add_argument("--warm-workers", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--export-every", type=int, default=1, help="export the epochs that are multiples of this")
+    parser.add_argument("--keep-versions", action="store_true", help="keep every PBG checkpoint version")
+    parser.add_argument("--check", type=int, default=5, help="test triples PBG scores itself (first export only)")
+    args = parser.parse_args()
+
+    stdout = os.fdopen(os.dup(1), "w")  # PBG logs to stdout: keep it for our one JSON line
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+
+    die_with_parent()
+    data_dir, out = Path(args.data_dir), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = open(out / ".lock", "w")  # one driver per folder: a second one waits (closed at exit)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    settings = {k: getattr(args, k) for k in SETTINGS}
+    settings["data_dir"] = str(data_dir.resolve())
+    settings_path = out / "settings.json"
+    if settings_path.exists():
+        saved = json.loads(settings_path.read_text())
+        if saved != settings:
+            diff = {
+                k: (saved.get(k), settings.get(k))
+                for k in set(saved) | set(settings)
+                if saved.get(k) != settings.get(k)
+            }
+            sys.exit(f"{out}: holds a PBG run with other settings {diff}; use another --out or the same flags")
+    splits = [s for s in ("train", "valid", "test") if (data_dir / f"{s}.txt").exists()]
+    if "train" not in splits:
+        sys.exit(f"{data_dir}/train.txt not found")
+    edge_paths = [str(out / DATA_SUBDIR / f"{s}_partitioned") for s in splits]
+    imported = out / DATA_SUBDIR / ".imported"
+    if not imported.exists():  # a fresh start: nothing PBG would resume from may stay
+        for sub in (DATA_SUBDIR, CHECKPOINT_SUBDIR, EXPORTS, VIEWS):
+            shutil.rmtree(out / sub, ignore_errors=True)
+        for name in ("epoch_seconds.jsonl", "exported.json"):
+            (out / name).unlink(missing_ok=True)
+    write_json_atomic(settings_path, settings)
+
+    raw = peer_pbg.config_dict(args, out, edge_paths)
+    raw["checkpoint_preservation_interval"] = 1
+    peer_pbg.write_config_module(out / "config.py", raw)
+
+    setup_logging()
+    log_file = logging.FileHandler(out / "pbg.log", mode="a")
+    log_file.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    pbg_logger = logging.getLogger("torchbiggraph")
+    pbg_logger.addHandler(log_file)
+    pbg_logger.addHandler(EpochSeconds(out / "epoch_seconds.jsonl"))
+
+    loader = ConfigFileLoader()
+    config = loader.load_config(str(out / "config.py"))
+    set_logging_verbosity(config.verbose)
+    import_s = 0.0
+    if not imported.exists():
+        random.seed(args.seed)  # the importer shuffles entity and relation names with `random`
+        start = time.perf_counter()
+        convert_input_data(
+            config.entities,
+            config.relations,
+            config.entity_path,
+            config.edge_paths,
+            [data_dir / f"{s}.txt" for s in splits],
+            lhs_col=0,
+            rhs_col=2,
+            rel_col=1,
+            dynamic_relations=config.dynamic_relations,
+        )
+        import_s = time.perf_counter() - start
+        imported.touch()
+
+    train_config = attr.evolve(config, edge_paths=[edge_paths[0]])
+    ckpt = Path(train_config.checkpoint_path)
+    storage = CHECKPOINT_STORAGES.make_instance(str(ckpt))
+    before = storage.load_version() if ckpt.exists() else 0
+    train_wall = None
+    if before < args.epochs:
+        torch.manual_seed(args.seed + before)  # initial embeddings (first call) and the edge order
+        subprocess_init = SubprocessInitializer()
+        subprocess_init.register(die_with_parent)
+        subprocess_init.register(setup_logging, config.verbose)
+        subprocess_init.register(add_to_sys_path, loader.config_dir.name)
+        if args.warm_workers:
+            subprocess_init.register(importlib.import_module, "torch._dynamo")
+            torchbiggraph.train.create_pool = peer_pbg._ready_pool
+        start = time.perf_counter()
+        train(train_config, subprocess_init=subprocess_init)
+        train_wall = time.perf_counter() - start
+    done = CHECKPOINT_STORAGES.make_instance(str(ckpt)).load_version()
+
+    exported_path = out / "exported.json"
+    exported: list[int] = json.loads(exported_path.read_text()) if exported_path.exists() else []
+    check = None
+    for epoch in range(1, done + 1):
+        if epoch % args.export_every or epoch in exported:
+            continue
+        final = out / EXPORTS / f"epoch-{epoch}"
+        tmp = final.with_name(final.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        view_config = attr.evolve(
+            train_config, checkpoint_path=str(version_view(train_config, ckpt, out / VIEWS, epoch))
+        )
+        peer_pbg.export(view_config, tmp)
+        if args.check and not exported:
+            check = peer_pbg.check_scores(view_config, tmp, data_dir, args.check, args.seed)
+            check["epoch"] = epoch
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        exported.append(epoch)
+        write_json_atomic(exported_path, exported)
+        shutil.rmtree(out / VIEWS / f"v{epoch}", ignore_errors=True)
+    dropped = [] if args.keep_versions else drop_versions(train_config, ckpt, done)
+
+    seconds = epoch_seconds(out / "epoch_seconds.jsonl", done)
+    record = {
+        "peer": "pytorch-biggraph",
+        "data_dir": str(data_dir),
+        "epochs_done": done,
+        "epochs_before": before,
+        "epoch_seconds": [seconds.get(e, {}).get("seconds") for e in range(1, done + 1)],
+        "epoch_edges": [seconds.get(e, {}).get("edges") for e in range(1, done + 1)],
+        "exported": sorted(exported),
+        "exports": str(out / EXPORTS),
+        "dropped_versions": dropped,
+        "train_wall_s": None if train_wall is None else round(train_wall, 2),
+        "warm_workers": {"on": args.warm_workers, "startup_s": peer_pbg._STARTUP.get("seconds")},
+        "import_s": round(import_s, 2),
+        "pbg_config": train_config.to_dict(),
+        "overrides_of_pbg_defaults": {
+            k: raw[k]
+            for k in (
+                "global_emb",
+                "comparator",
+                "loss_fn",
+                "lr",
+                "num_batch_negs",
+                "eval_fraction",
+                "hogwild_delay",
+                "checkpoint_preservation_interval",
+            )
+        },  # fmt: skip
+        "check": check,
+        "versions": {
+            "torchbiggraph": getattr(torchbiggraph, "__version__", None) or peer_pbg._dist_version("torchbiggraph"),
+            "torch": torch.__version__,
+            "h5py": h5py.__version__,
+            "python": sys.version.split()[0],
+        },
+    }
+    stdout.write(json.dumps(record) + "\n")
+    stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The time ledger and the point rule of `bench/accuracy_per_hour.py`.
+
+A point is only as good as the training seconds under it: epochs lost to a kill must not
+count, both parts of an epoch split by SIGTERM must, and a point whose first-crossing weights
+were overwritten must say so. Checked on hand-written run folders (checkpoint state and
+TensorBoard events), without training.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import accuracy_per_hour as aph  # noqa: E402
+
+BATCH, STEPS = 100, 10  # positives per step, steps per epoch
+
+
+def write_state(run: Path, epoch: int, step: int = 0, history=(), best_epoch: int = 0) -> None:
+    state = {"epoch": epoch, "step": step, "history": list(history), "best_epoch": best_epoch}
+    np.savez(run / "checkpoint.npz", __state__=np.frombuffer(json.dumps(state).encode(), dtype=np.uint8))
+
+
+def write_session_events(run: Path, epochs: list[tuple[int, float, int]]) -> None:
+    """One session's event file: ``(epoch, seconds, steps)`` as `Throughput` logs them."""
+    import tensorflow as tf
+
+    writer = tf.summary.create_file_writer(str(run / "tensorboard"))
+    with writer.as_default():
+        for epoch, seconds, steps in epochs:
+            tf.summary.scalar("speed/epoch_seconds", seconds, step=epoch)
+            tf.summary.scalar("speed/positives_per_second", steps * BATCH / seconds, step=epoch)
+    writer.close()
+
+
+def session(run: Path, start: tuple[int, int]) -> dict:
+    return {"start": list(start), "files_before": [p.name for p in aph.event_files(run)], "end": None}
+
+
+def test_epochs_a_kill_lost_are_not_counted(tmp_path):
+    run = tmp_path / "run"
+    (run / "tensorboard").mkdir(parents=True)
+    first = session(run, (0, 0))
+    write_session_events(run, [(1, 3.0, STEPS), (2, 1.0, STEPS), (3, 1.1, STEPS)])
+    write_state(run, 2)  # killed after epoch 3's event, before its checkpoint
+    aph.settle(first, run, BATCH, "killed")
+    assert first["end"] == [2, 0] and set(first["epochs"]) == {"1", "2"}
+    second = session(run, (2, 0))
+    write_session_events(run, [(3, 2.5, STEPS), (4, 1.0, STEPS)])  # epoch 3 again, then 4
+    write_state(run, 4)
+    aph.settle(second, run, BATCH, "finished")
+    table = aph.epoch_seconds([first, second], 4, STEPS, [], BATCH)
+    assert [table[e]["seconds"] for e in (1, 2, 3, 4)] == pytest.approx([3.0, 1.0, 2.5, 1.0])
+    assert aph.cumulative(table)[4] == pytest.approx(7.5)
+    assert [e for e, t in table.items() if t["first"]] == [1, 3]
+    assert not any(t["estimated"] for t in table.values())
+
+
+def test_both_parts_of_an_epoch_split_by_sigterm_count(tmp_path):
+    run = tmp_path / "run"
+    (run / "tensorboard").mkdir(parents=True)
+    first = session(run, (0, 0))
+    write_session_events(run, [(1, 3.0, STEPS), (2, 0.4, 4)])  # stopped after 4 steps of epoch 2
+    write_state(run, 1, step=4)
+    aph.settle(first, run, BATCH, "stopped")
+    second = session(run, (1, 4))
+    write_session_events(run, [(2, 2.6, 6), (3, 1.0, STEPS)])
+    write_state(run, 3)
+    aph.settle(second, run, BATCH, "finished")
+    table = aph.epoch_seconds([first, second], 3, STEPS, [], BATCH)
+    assert table[2]["steps"] == STEPS and table[2]["seconds"] == pytest.approx(3.0)
+    assert not table[2]["estimated"]
+
+
+def test_untimed_steps_are_charged_at_the_steady_rate(tmp_path):
+    # Killed inside epoch 3 after a --checkpoint-steps checkpoint at step 5: those 5 steps have no event.
+    sessions = [
+        {
+            "start": [0, 0],
+            "end": [2, 5],
+            "epochs": {"1": {"seconds": 3.0, "steps": 10}, "2": {"seconds": 1.0, "steps": 10}},
+        },
+        {
+            "start": [2, 5],
+            "end": [4, 0],
+            "epochs": {"3": {"seconds": 2.5, "steps": 5}, "4": {"seconds": 1.0, "steps": 10}},
+        },
+    ]
+    table = aph.epoch_seconds(sessions, 4, STEPS, [], BATCH)
+    assert table[3]["estimated"] and table[3]["seconds"] == pytest.approx(2.5 + 5 * 0.1)
+
+
+def test_a_continuation_aims_short_of_the_budget():
+    table = {e: {"seconds": 1.0, "steps": STEPS, "estimated": False, "first": e == 1} for e in range(1, 21)}
+    table[1]["seconds"] = 4.0  # the first epoch of a call holds 3 s of start-up
+    cum = aph.cumulative(table)
+    state = {"epoch": 20, "step": 0, "history": [{"epoch": e} for e in range(1, 21)]}
+    # 23 s so far; 100 s budget: room 100 - 23 - 3 = 74 s of 1.1 s epochs
+    assert aph.plan_target(100.0, state, table, cum, STEPS, every=1) == 20 + 67
+    assert aph.plan_target(100.0, state, table, cum, STEPS, every=5) == 20 + 65
+    assert aph.plan_target(24.0, state, table, cum, STEPS, every=1) == 21  # too close: one interval
+    assert aph.plan_target(20.0, state, table, cum, STEPS, every=1) == 20  # crossed before a kill: test only
+    early = {1: table[1]}
+    assert aph.plan_target(100.0, {"epoch": 1, "step": 0, "history": []}, early, aph.cumulative(early), STEPS, 1) == 3
+
+
+def test_a_point_is_late_when_the_best_weights_moved_past_the_first_crossing():
+    table = {e: {"seconds": 1.0, "steps": STEPS, "estimated": False, "first": e == 1} for e in range(1, 11)}
+    history = [{"epoch": e, "mrr": 0.1 * e, "hits@1": 0.0, "hits@3": 0.0, "hits@10": 0.0} for e in range(1, 11)]
+    metrics = {"epochs": 10, "best_epoch": 10, "valid": dict(history[-1]), "test": {m: 0.5 for m in aph.RANK_METRICS}}
+    progress = {"points": [], "sessions": [{"start": [0, 0], "end": [10, 0]}]}
+    state = {"epoch": 10, "step": 0, "history": history}
+    aph.jobi_points(progress, metrics, state, table, STEPS, [6.0, 20.0], "mrr")
+    (point,) = progress["points"]  # 20 s is not reached
+    assert not point["exact"] and point["epochs"] == 10 and point["train_seconds"] == 10.0
+    assert point["intended"]["epochs"] == 6 and point["intended"]["best_epoch"] == 6
+
+    progress["points"] = []
+    metrics["best_epoch"] = 5  # the best stayed at epoch 5: the held weights are those of epoch 6
+    aph.jobi_points(progress, metrics, state, table, STEPS, [6.0], "mrr")
+    (point,) = progress["points"]
+    assert point["exact"] and point["epochs"] == 6 and point["over_budget_s"] == 0.0
