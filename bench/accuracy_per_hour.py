@@ -61,7 +61,7 @@ resolved config), points, the validation curve, machine, versions, command. Plot
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/accuracy_per_hour.py --system jobi \\
           --dataset fb15k-237 --budgets 5 15 45 120 --out runs/aph-fb15k-237-jobi \\
-          --flags "--shared-negatives 50 --share-biased"
+          --flags "--shared-negatives 50 --biased-chunk 5"
       ... --system pbg --dataset fb15k-237 --budgets 5 15 45 120 --out runs/aph-fb15k-237-pbg \\
           --peer-python /tmp/pbgvenv/bin/python
 """

@@ -2,7 +2,7 @@
 
 Run:  python bench/compare_seeds.py runs/seeds/*  [--metric mrr hits@1 hits@10] [--split test]
       python bench/compare_seeds.py docs/results/fast-seeds-fb15k-237/*.json   (raw results files)
-      python bench/compare_seeds.py --by share_biased runs/share-biased/*variant-jobi*   (another setting)
+      python bench/compare_seeds.py --by biased_chunk runs/biased-chunk/*variant-jobi*   (another setting)
 Prints a Markdown table on stdout, then one JSON line with the same numbers.
 
 Why a script: "JoBi is ahead" needs the difference of two means stated with its own
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", default="test", choices=["test", "valid"])
     parser.add_argument(
         "--by",
-        help="compare the values of this setting (e.g. share_biased) instead of the paper's variants; "
+        help="compare the values of this setting (e.g. biased_chunk) instead of the paper's variants; "
         "the first value in sorted order is the reference",
     )
     args = parser.parse_args(argv)

@@ -4,9 +4,10 @@ Steps:
 1. Load FB15k-237. For each setting, train ComplEx dim 200 through the real pipeline (tf.data
    sampler → `JoBiModel` → Keras ``fit``, XLA) for ``--epochs`` full epochs each: the baseline
    (no pair head, p 0), JoBi (pair head, p 0.3, biased negatives per triple) and, where the
-   uniform negatives are shared, JoBi with ``--share-biased`` (biased negatives shared in each
-   chunk too). Settings: the paper's 500 × 50 per-triple (dense Adam); 1000 × 100 shared in
-   chunks of 1000 (dense Adam); and PBG's work per positive (``pbg``): 1000 × 100 shared in
+   uniform negatives are shared, JoBi with ``--biased-chunk 5`` (biased negatives shared by
+   runs of 5 positives of the batch sorted by relation and side). Settings: the paper's
+   500 × 50 per-triple (dense Adam); 1000 × 100 shared in chunks of 1000 (dense Adam); and
+   PBG's work per positive (``pbg``): 1000 × 100 shared in
    chunks of 50, reciprocal relations, Adagrad 0.1, which is what PBG does with 50 uniform
    negatives per side (it corrupts both sides of each positive: 100 negatives scored per
    positive, one draw per side per chunk of 50 positives; see `bench/pbg_vs_jobi.py`).
@@ -48,21 +49,21 @@ import tensorflow as tf  # noqa: E402
 from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
 
-# name: (batch, negatives, shared chunk, joint, share_biased); the first of each setting is its reference
+# name: (batch, negatives, shared chunk, joint, biased chunk); the first of each setting is its reference
 SETTINGS = {
     "500x50 per-triple": {
-        "baseline": (500, 50, 0, False, False),
-        "jobi": (500, 50, 0, True, False),
+        "baseline": (500, 50, 0, False, 0),
+        "jobi": (500, 50, 0, True, 0),
     },
     "1000x100 shared 1000": {
-        "baseline": (1000, 100, 1000, False, False),
-        "jobi": (1000, 100, 1000, True, False),
-        "jobi share-biased": (1000, 100, 1000, True, True),
+        "baseline": (1000, 100, 1000, False, 0),
+        "jobi": (1000, 100, 1000, True, 0),
+        "jobi biased-chunk 5": (1000, 100, 1000, True, 5),
     },
     "pbg": {
-        "baseline": (1000, 100, 50, False, False),
-        "jobi": (1000, 100, 50, True, False),
-        "jobi share-biased": (1000, 100, 50, True, True),
+        "baseline": (1000, 100, 50, False, 0),
+        "jobi": (1000, 100, 50, True, 0),
+        "jobi biased-chunk 5": (1000, 100, 50, True, 5),
     },
 }
 #: What differs between settings besides the table above (the ``pbg`` setting is PBG's recipe).
@@ -107,8 +108,8 @@ def main() -> None:
             if setting == "pbg" and args.peer_python:
                 pbg_runs.append(pbg_epoch(args.peer_python, folder, scratch / f"pbg-{round_}"))
                 print(f"round {round_} pbg PBG: {pbg_runs[-1]['edges_per_s']:,.0f}/s", file=sys.stderr)
-            for variant, (b, k, c, joint, share) in variants.items():
-                got, used = ours(index, b, k, c, args.epochs, joint=joint, share_biased=share, **EXTRA[setting])
+            for variant, (b, k, c, joint, c_b) in variants.items():
+                got, used = ours(index, b, k, c, args.epochs, joint=joint, biased_chunk=c_b, **EXTRA[setting])
                 rates[setting][variant].extend(got)
                 medians[setting][variant].append(statistics.median(got))
                 usages[f"{setting} {variant} #{round_}"] = used
@@ -147,7 +148,7 @@ def main() -> None:
             "dataset": "fb15k-237",
             "settings": {
                 s: {
-                    v: dict(zip(("batch", "neg", "shared_negatives", "joint", "share_biased"), c, strict=True))
+                    v: dict(zip(("batch", "neg", "shared_negatives", "joint", "biased_chunk"), c, strict=True))
                     for v, c in variants.items()
                 }
                 for s, variants in settings.items()

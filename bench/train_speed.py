@@ -68,7 +68,7 @@ def ours(
     joint=True,
     side="per-positive",
     seed=0,
-    share_biased=False,
+    biased_chunk=0,
     dim=200,
     reciprocal=False,
     optimizer="auto",
@@ -84,7 +84,7 @@ def ours(
         p=0.3 if joint else 0.0,
         shared_negatives=shared,
         corrupt_side=side,
-        share_biased=share_biased,
+        biased_chunk=biased_chunk,
     )
     ds = make_train_dataset(index, cfg, seed=seed, pair_labels=joint)
     model = JoBiModel(

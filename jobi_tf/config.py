@@ -148,18 +148,19 @@ class SamplerConfig:
         shared_negatives: 0 for per-triple negatives (the paper's semantics); C > 0 shares
             the uniform negatives within chunks of C positives, which turns the scoring of
             those negatives into a matmul. Biased negatives stay per triple unless
-            ``share_biased``.
+            ``biased_chunk``.
         corrupt_side: ``"per-negative"`` flips the head-or-tail coin for every negative, so
             one positive's softmax mixes head and tail corruptions; ``"per-positive"``
             flips it once per positive, so each softmax ranks the answers of one query
             (head or tail), as evaluation does and as PyKEEN's sampler does. The default:
             on FB15k-237 it trains clearly better baselines and JoBi models
             (``docs/results.md``), and it halves the cost of scoring negatives.
-        share_biased: with ``shared_negatives``, the ``round(p * neg)`` biased negatives are
-            shared by each chunk as well: each is drawn from the training slot of one of the
-            chunk's positives, picked at random, and pair labels are looked up per positive
-            (`jobi_tf.sampling.NegativeSampler`). A cheaper JoBi step; the biased negatives
-            of a positive then follow its chunk's mix of relations rather than its own.
+        biased_chunk: 0 keeps the ``round(p * neg)`` biased negatives per triple. C_b > 0
+            (with ``shared_negatives``) sorts each batch by relation and corrupted side and
+            shares the biased negatives within runs of C_b positives of that order, each drawn
+            from the training slot of one of the run's positives, picked at random; pair
+            labels are looked up per positive (`jobi_tf.sampling.NegativeSampler`). A cheaper
+            JoBi step: a run of one relation gets exactly its slot's negatives, shared.
     """
 
     batch_size: int = setting(500, "Positive triples per step.")
@@ -173,10 +174,11 @@ class SamplerConfig:
         "Flip the head-or-tail coin for every negative, or once per positive (each softmax ranks one query).",
         choices=CORRUPT_SIDES,
     )
-    share_biased: bool = setting(
-        False,
-        "With --shared-negatives: share the biased negatives within each chunk too, drawn from the "
-        "slots of the chunk's positives (faster JoBi).",
+    biased_chunk: int = setting(
+        0,
+        "With --shared-negatives: share the biased negatives within runs of C_b positives of the batch "
+        "sorted by relation and side (0 = per triple).",
+        metavar="C_b",
     )
 
     def __post_init__(self) -> None:
@@ -190,10 +192,13 @@ class SamplerConfig:
                 "shared_negatives",
                 f"must divide --batch-size {self.batch_size}. Received: {self.shared_negatives}",
             )
-        if not isinstance(self.share_biased, bool):
-            raise ConfigError("share_biased", f"must be true or false. Received: {self.share_biased!r}")
-        if self.share_biased and not self.shared_negatives:
-            raise ConfigError("share_biased", "needs --shared-negatives C (the chunks the negatives are shared in)")
+        _positive_int("biased_chunk", self.biased_chunk, 0)
+        if self.biased_chunk and not self.shared_negatives:
+            raise ConfigError("biased_chunk", "needs --shared-negatives C (the uniform negatives shared as well)")
+        if self.biased_chunk and self.batch_size % self.biased_chunk:
+            raise ConfigError(
+                "biased_chunk", f"must divide --batch-size {self.batch_size}. Received: {self.biased_chunk}"
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -130,24 +130,30 @@ class ScoredBatch:
                 by_tail, by_head = score(tail_q, cand), score(head_q, cand)
                 parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
             self.candidate_rows.append(cand)
-        if "shared_candidates" in features:
-            shared = model.entity_rows(features["shared_candidates"])  # [G, K_u, W]
-            groups = tf.shape(shared)[0]
-            shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
-            if one_side is not None:
-                mixed = score(tf.reshape(query, shape_g), shared)
-            else:
-                by_head = score(tf.reshape(head_q, shape_g), shared)
-                by_tail = score(tf.reshape(tail_q, shape_g), shared)
-                side = tf.reshape(features["shared_corrupt_tail"], [groups, -1, 1, tf.shape(shared)[1]])
-                mixed = tf.where(side, by_tail, by_head)  # side: [G, C, 1, K_u]
-            parts.append(tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0)))
+        for key, side_key in (("chunk_candidates", "chunk_corrupt_tail"), ("shared_candidates", "shared_corrupt_tail")):
+            if key in features:
+                parts.append(self._score_chunks(model.entity_rows(features[key]), features[side_key], one_side))
         if not parts:
             raise ValueError(
                 "sampled training needs `candidates` or `shared_candidates`: build the batches with "
                 "jobi_tf.sampling.make_train_dataset"
             )
         return tf.concat([pos[:, :, None], tf.concat(parts, axis=-1)], axis=-1)
+
+    def _score_chunks(self, rows: tf.Tensor, side: tf.Tensor, one_side: tf.Tensor | None) -> tf.Tensor:
+        """``[B, S, K]`` scores of candidates shared by chunks of consecutive positives: ``rows``
+        ``[G, K, W]`` (chunk g's candidates), ``side`` ``[B, K]`` (which slot each replaces)."""
+        head_q, tail_q, score = self.head_q, self.tail_q, self.model.scorer.score_candidates
+        groups = tf.shape(rows)[0]
+        shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
+        if one_side is not None:
+            query = tf.where(one_side[:, None, None], tail_q, head_q)
+            mixed = score(tf.reshape(query, shape_g), rows)
+        else:
+            by_head = score(tf.reshape(head_q, shape_g), rows)
+            by_tail = score(tf.reshape(tail_q, shape_g), rows)
+            mixed = tf.where(tf.reshape(side, [groups, -1, 1, tf.shape(rows)[1]]), by_tail, by_head)
+        return tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0))
 
 
 class Objective:

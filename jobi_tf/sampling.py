@@ -205,9 +205,11 @@ class NegativeSampler:
             ``K_u`` are shared by each chunk of C positives: ``shared_candidates`` and
             ``[B / C, K_u]`` and ``shared_corrupt_tail`` ``[B, K_u]`` (per positive, since
             the side may be per positive); ``pair_labels`` and ``valid_negative`` are
-            ``[B, K_b + K_u]`` in that order. With ``share_biased`` the ``K_b`` biased
-            negatives are shared by the chunk too (see `_chunk_biased`): there are no
-            per-triple ``candidates``, and ``shared_candidates`` is ``[B / C, K_b + K_u]``.
+            ``[B, K_b + K_u]`` in that order. With ``biased_chunk`` C_b the batch comes back
+            sorted by relation and corrupted side, and the ``K_b`` biased negatives are shared
+            by each run of C_b positives (see `_chunk_biased`): ``chunk_candidates``
+            ``[B / C_b, K_b]`` and ``chunk_corrupt_tail`` ``[B, K_b]`` replace the per-triple
+            ``candidates`` and ``corrupt_tail``.
             With ``corrupt_side="per-positive"`` also ``positive_corrupt_tail`` bool ``[B]``
             (the model then scores one side only). With ``provenance``, per-triple mode adds
             ``biased`` bool ``[B, K]``. Without ``pair_labels`` (a model with no pair head)
@@ -238,50 +240,63 @@ class NegativeSampler:
         k_b = int(round(cfg.p * cfg.neg))
         k_u = cfg.neg - k_b
         c = cfg.shared_negatives
-        groups = b // c
-        shared = self._draw(tf.zeros([groups, 1], tf.int32), tf.stack([groups, k_u]), 0.0, s_shared)
-        out = {"triples": triples}
-        if cfg.share_biased:
-            chunk = self._chunk_biased(triples, side, groups, k_b, s_own)
-            shared = {k: tf.concat([chunk[k], shared[k]], axis=1) for k in ("candidates", "corrupt_tail")}
-            cand = tf.repeat(shared["candidates"], c, axis=0)  # [B, K], for labels only
-        else:
-            own = self._draw(rel, tf.stack([b, k_b]), 1.0, s_own, side)
-            out.update(candidates=own["candidates"], corrupt_tail=own["corrupt_tail"])
-            cand = tf.concat([own["candidates"], tf.repeat(shared["candidates"], c, axis=0)], axis=1)
-        shared_k = tf.shape(shared["candidates"])[1]
+        if cfg.biased_chunk:
+            triples, side = self._sorted_by_slot(triples, side)
+            rel = triples[:, RELATION][:, None]
+        shared = self._draw(tf.zeros([b // c, 1], tf.int32), tf.stack([b // c, k_u]), 0.0, s_shared)
         if side is None:
             shared_tail = tf.repeat(shared["corrupt_tail"], c, axis=0)
         else:
-            shared_tail = tf.broadcast_to(side, tf.stack([b, shared_k]))
-        tail = shared_tail if cfg.share_biased else tf.concat([own["corrupt_tail"], shared_tail], axis=1)
-        out.update(
-            shared_candidates=shared["candidates"],
-            shared_corrupt_tail=shared_tail,
-            valid_negative=self._differs(triples, cand, tail),
-        )
+            shared_tail = tf.broadcast_to(side, tf.stack([b, k_u]))
+        out = {"triples": triples, "shared_candidates": shared["candidates"], "shared_corrupt_tail": shared_tail}
+        if cfg.biased_chunk:
+            c_b = cfg.biased_chunk
+            chunk = self._chunk_biased(triples, side, b // c_b, k_b, s_own)
+            own_cand = tf.repeat(chunk["candidates"], c_b, axis=0)  # [B, K_b], for labels only
+            own_tail = (
+                tf.repeat(chunk["corrupt_tail"], c_b, axis=0) if side is None else tf.broadcast_to(side, [b, k_b])
+            )
+            out.update(chunk_candidates=chunk["candidates"], chunk_corrupt_tail=own_tail)
+        else:
+            own = self._draw(rel, tf.stack([b, k_b]), 1.0, s_own, side)
+            own_cand, own_tail = own["candidates"], own["corrupt_tail"]
+            out.update(candidates=own_cand, corrupt_tail=own_tail)
+        cand = tf.concat([own_cand, tf.repeat(shared["candidates"], c, axis=0)], axis=1)
+        tail = tf.concat([own_tail, shared_tail], axis=1)
+        out["valid_negative"] = self._differs(triples, cand, tail)
         if self.with_pair_labels:
             out["pair_labels"] = self.pair_labels(rel, cand, tail)
         if side is not None:
             out["positive_corrupt_tail"] = side[:, 0]
         return out
 
-    def _chunk_biased(
-        self, triples: tf.Tensor, side: tf.Tensor | None, groups: tf.Tensor, k_b: int, seed: tf.Tensor
-    ) -> dict[str, tf.Tensor]:
-        """``K_b`` biased negatives per chunk, shared by its C positives: ``[G, K_b]``.
+    @staticmethod
+    def _sorted_by_slot(triples: tf.Tensor, side: tf.Tensor | None) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """The batch (and its sides) ordered by relation, then corrupted side: a stable sort, so
+        runs of positives that corrupt the same slot lie next to each other."""
+        key = triples[:, RELATION] * 2
+        if side is not None:
+            key += tf.cast(side[:, 0], tf.int32)
+        order = tf.argsort(key, stable=True)
+        return tf.gather(triples, order), None if side is None else tf.gather(side, order)
 
-        Each is drawn from the training slot of a positive of the chunk picked at random (its
-        relation, and its corrupted side when sides are per positive; else a coin per
-        negative), so a chunk's biased negatives follow the mix of relations in the chunk.
-        Why: per-triple biased negatives cost a row gather and a gradient row per negative and
-        positive; shared, they are scored by one matmul per chunk like the uniform ones. A
-        positive's pair label for each is still looked up for its own relation and side.
+    def _chunk_biased(
+        self, triples: tf.Tensor, side: tf.Tensor | None, groups: int | tf.Tensor, k_b: int, seed: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
+        """``K_b`` biased negatives per run of C_b positives, shared by them: ``[G, K_b]``.
+
+        Each is drawn from the training slot of a positive of the run picked at random (its
+        relation, and its corrupted side when sides are per positive; else a coin per negative,
+        the same for the whole run). On a batch sorted by slot (`_sorted_by_slot`) most runs
+        hold one relation and side, whose positives then get exactly the negatives per-triple
+        sampling would draw from, shared. Why: per-triple biased negatives cost a row gather
+        and a gradient row per negative and positive; shared, C_b positives score them with
+        one small matmul.
         """
-        c = self.cfg.shared_negatives
+        c_b = self.cfg.biased_chunk
         s_pick, s_draw = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
-        pick = tf.random.stateless_uniform(tf.stack([groups, k_b]), s_pick, minval=0, maxval=c, dtype=tf.int32)
-        source = pick + c * tf.range(groups)[:, None]  # [G, K_b] rows of the batch
+        pick = tf.random.stateless_uniform(tf.stack([groups, k_b]), s_pick, minval=0, maxval=c_b, dtype=tf.int32)
+        source = pick + c_b * tf.range(groups)[:, None]  # [G, K_b] rows of the batch
         rel = tf.gather(triples[:, RELATION], source)
         source_side = None if side is None else tf.gather(side[:, 0], source)
         return self._draw(rel, tf.shape(source), 1.0, s_draw, source_side)

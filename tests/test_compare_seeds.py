@@ -98,15 +98,15 @@ def test_a_file_without_config_and_metrics_is_refused_in_one_line(tmp_path):
 
 
 def test_by_compares_the_values_of_another_setting_and_refuses_a_second_difference(tmp_path, capsys):
-    """``--by share_biased``: shared against per-triple biased negatives, JoBi on both sides."""
+    """``--by biased_chunk``: shared against per-triple biased negatives, JoBi on both sides."""
     common = {"loss": "sampled-softmax", "reciprocal": False, "joint": True, "p": 0.3, "batch_size": 1000}
     common.update(neg=100, shared_negatives=1000)
     per_triple = [_run(tmp_path, f"t{s}", 0.30 + 0.001 * s, seed=s, **common) for s in range(3)]
-    shared = [_run(tmp_path, f"s{s}", 0.31 + 0.002 * s, seed=s, share_biased=True, **common) for s in range(3)]
-    compare_seeds.main(["--by", "share_biased", *map(str, per_triple + shared)])
+    shared = [_run(tmp_path, f"s{s}", 0.31 + 0.002 * s, seed=s, biased_chunk=5, **common) for s in range(3)]
+    compare_seeds.main(["--by", "biased_chunk", *map(str, per_triple + shared)])
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
-    diff = result["differences"]["share_biased=true - share_biased=false"]["mrr"]
+    diff = result["differences"]["biased_chunk=5 - biased_chunk=0"]["mrr"]
     assert diff["difference"] == pytest.approx(0.011)
-    odd = _run(tmp_path, "odd", 0.3, seed=0, share_biased=True, **{**common, "joint": False})
+    odd = _run(tmp_path, "odd", 0.3, seed=0, biased_chunk=5, **{**common, "joint": False})
     with pytest.raises(SystemExit, match="not like for like: joint"):
-        compare_seeds.main(["--by", "share_biased", str(per_triple[1]), str(odd)])
+        compare_seeds.main(["--by", "biased_chunk", str(per_triple[1]), str(odd)])

@@ -442,7 +442,7 @@ def test_a_model_without_a_pair_head_gets_the_same_batches_without_pair_labels(s
     for cfg in (
         SamplerConfig(batch_size=32, neg=10, p=0.3),
         SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8),
-        SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, share_biased=True),
+        SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, biased_chunk=4),
     ):
         (full,) = _take(make_train_dataset(small_typed_index, cfg, seed=2), 1)
         (lean,) = _take(make_train_dataset(small_typed_index, cfg, seed=2, pair_labels=False), 1)
@@ -452,53 +452,59 @@ def test_a_model_without_a_pair_head_gets_the_same_batches_without_pair_labels(s
 
 
 @pytest.mark.parametrize("side", ["per-positive", "per-negative"])
-def test_chunk_shared_biased_negatives(small_typed_index, side):
+def test_biased_negatives_shared_in_runs_of_the_batch_sorted_by_slot(small_typed_index, side):
     index = small_typed_index
-    b, c, neg, p = 64, 16, 10, 0.3
-    cfg = SamplerConfig(batch_size=b, neg=neg, p=p, shared_negatives=c, share_biased=True, corrupt_side=side)
-    (x,) = _take(make_train_dataset(index, cfg, seed=4), 1)
-    k_b = int(round(p * neg))
+    b, c, c_b, neg, p = 64, 16, 8, 10, 0.3
+    cfg = SamplerConfig(batch_size=b, neg=neg, p=p, shared_negatives=c, biased_chunk=c_b, corrupt_side=side)
+    sampler = NegativeSampler(index, cfg, seed=4)
+    given = _batch(index, b)
+    x = _np(sampler(tf.constant(given), tf.constant(3, tf.int64)))
+    k_b, k_u = int(round(p * neg)), neg - int(round(p * neg))
     assert "candidates" not in x and "corrupt_tail" not in x
-    assert x["shared_candidates"].shape == (b // c, neg) and x["shared_corrupt_tail"].shape == (b, neg)
+    assert x["chunk_candidates"].shape == (b // c_b, k_b) and x["chunk_corrupt_tail"].shape == (b, k_b)
+    assert x["shared_candidates"].shape == (b // c, k_u) and x["shared_corrupt_tail"].shape == (b, k_u)
     assert x["pair_labels"].shape == (b, neg) and x["valid_negative"].shape == (b, neg)
     triples = x["triples"]
+    # The same positives, sorted by relation then corrupted side.
+    assert sorted(map(tuple, triples.tolist())) == sorted(map(tuple, given.tolist()))
+    key = triples[:, 1] * 2 + (x["positive_corrupt_tail"] if side == "per-positive" else 0)
+    assert np.all(np.diff(key) >= 0)
     heads, tails = _pools(index)
-    # Each shared biased negative fills the slot of a positive of its own chunk.
-    for g, k in itertools.product(range(b // c), range(k_b)):
-        e = int(x["shared_candidates"][g, k])
-        chunk = range(g * c, (g + 1) * c)
-        if side == "per-positive":
-            sources = [(int(triples[i, 1]), bool(x["positive_corrupt_tail"][i])) for i in chunk]
-        else:  # the chunk shares one side per negative
-            sources = [(int(triples[i, 1]), bool(x["shared_corrupt_tail"][g * c, k])) for i in chunk]
-        assert any(e in (tails if is_tail else heads)[r] for r, is_tail in sources)
+    # Each shared biased negative fills the slot of a positive of its own run.
+    for g, k in itertools.product(range(b // c_b), range(k_b)):
+        e = int(x["chunk_candidates"][g, k])
+        run = range(g * c_b, (g + 1) * c_b)
+        sides = x["positive_corrupt_tail"] if side == "per-positive" else x["chunk_corrupt_tail"][:, k]
+        assert any(e in (tails if sides[i] else heads)[int(triples[i, 1])] for i in run)
     if side == "per-positive":
-        np.testing.assert_array_equal(x["shared_corrupt_tail"], np.repeat(x["positive_corrupt_tail"][:, None], neg, 1))
-    else:  # one side per shared negative, the same for every positive of the chunk
-        np.testing.assert_array_equal(x["shared_corrupt_tail"], np.repeat(x["shared_corrupt_tail"][::c], c, axis=0))
-    cand = np.repeat(x["shared_candidates"], c, axis=0)
-    tail = x["shared_corrupt_tail"]
+        np.testing.assert_array_equal(x["chunk_corrupt_tail"], np.repeat(x["positive_corrupt_tail"][:, None], k_b, 1))
+    else:  # one side per shared negative, the same for every positive of the run
+        np.testing.assert_array_equal(x["chunk_corrupt_tail"], np.repeat(x["chunk_corrupt_tail"][::c_b], c_b, 0))
+    cand = np.concatenate([np.repeat(x["chunk_candidates"], c_b, 0), np.repeat(x["shared_candidates"], c, 0)], 1)
+    tail = np.concatenate([x["chunk_corrupt_tail"], x["shared_corrupt_tail"]], 1)
     rel = np.broadcast_to(triples[:, 1:2], cand.shape)
     np.testing.assert_array_equal(x["pair_labels"], pair_labels(index, rel, cand, tail))
     replaced = np.where(tail, triples[:, 2:3], triples[:, 0:1])
     np.testing.assert_array_equal(x["valid_negative"], cand != replaced)
-    # Not every positive's own slot: some shared biased negatives get pair label 0.
-    assert (x["pair_labels"][:, :k_b] == 0).any() and (x["pair_labels"][:, :k_b] == 1).any()
 
 
-def test_chunk_shared_biased_negatives_follow_the_chunks_relations(small_typed_index):
-    """A chunk of one relation draws only from that relation's slots (with a side per negative,
-    the side it is scored on): the per-triple bias, shared."""
+def test_a_run_of_one_slot_gets_only_that_slots_negatives(small_typed_index):
+    """Runs of one relation and side draw only from that slot: the per-triple bias, shared."""
     index = small_typed_index
     r = int(np.bincount(index.train[:, 1]).argmax())
     rows = index.train[index.train[:, 1] == r][:32]
-    cfg = SamplerConfig(
-        batch_size=32, neg=10, p=1.0, shared_negatives=32, share_biased=True, corrupt_side="per-negative"
-    )
+    cfg = SamplerConfig(batch_size=32, neg=10, p=1.0, shared_negatives=32, biased_chunk=8, corrupt_side="per-negative")
     x = _np(NegativeSampler(index, cfg, seed=0)(tf.constant(rows), tf.constant(3, tf.int64)))
     np.testing.assert_array_equal(x["pair_labels"], 1.0)
 
 
-def test_share_biased_needs_shared_negatives():
-    with pytest.raises(ConfigError, match="--share-biased: needs --shared-negatives"):
-        SamplerConfig(p=0.3, share_biased=True)
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"biased_chunk": 10}, "--biased-chunk: needs --shared-negatives"),
+        ({"biased_chunk": 7, "shared_negatives": 10}, "--biased-chunk: must divide --batch-size 500"),
+    ],
+)
+def test_biased_chunk_is_checked_naming_the_flag(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        SamplerConfig(p=0.3, **settings)

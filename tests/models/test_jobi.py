@@ -357,22 +357,27 @@ def test_reciprocal_n3_penalises_the_relation_rows_the_positive_was_scored_with(
     assert JoBiModel.from_config(reg.get_config()).relation_penalty == relation_penalty
 
 
-def test_a_chunk_shared_biased_batch_trains_the_numpy_loss_and_the_per_triple_gradients(small_typed_index):
-    """``--share-biased`` batches go through the shared-candidate path: the loss is JoBi's
-    (NumPy reference), and the gradients equal those of the same negatives given per triple."""
+@pytest.mark.parametrize("side", ["per-positive", "per-negative"])
+def test_a_batch_with_shared_biased_negatives_trains_the_numpy_loss_and_the_per_triple_gradients(
+    small_typed_index, side
+):
+    """``--biased-chunk`` batches: the loss is JoBi's (NumPy reference), and the gradients equal
+    those of the same negatives given per triple."""
     from jobi_tf.config import SamplerConfig
     from jobi_tf.sampling import NegativeSampler
 
     index = small_typed_index
-    b, c, k = 32, 8, 10
-    cfg = SamplerConfig(batch_size=b, neg=k, p=0.3, shared_negatives=c, share_biased=True)
+    b, c, c_b, k = 32, 16, 4, 10
+    cfg = SamplerConfig(batch_size=b, neg=k, p=0.3, shared_negatives=c, biased_chunk=c_b, corrupt_side=side)
     triples = index.train[np.random.default_rng(5).choice(len(index.train), b, replace=False)]
     x = {n: v.numpy() for n, v in NegativeSampler(index, cfg, seed=1)(tf.constant(triples), tf.constant(2)).items()}
     model = JoBiModel(index.num_entities, index.num_relations, model="distmult", dim=6, joint=True, alpha=0.5)
     own = {
         "triples": x["triples"],
-        "candidates": np.repeat(x["shared_candidates"], c, axis=0),
-        "corrupt_tail": x["shared_corrupt_tail"],
+        "candidates": np.concatenate(
+            [np.repeat(x["chunk_candidates"], c_b, axis=0), np.repeat(x["shared_candidates"], c, axis=0)], axis=1
+        ),
+        "corrupt_tail": np.concatenate([x["chunk_corrupt_tail"], x["shared_corrupt_tail"]], axis=1),
         "valid_negative": x["valid_negative"],
         "pair_labels": x["pair_labels"],
     }
