@@ -111,12 +111,15 @@ def heads_against_own_rows(queries: tf.Tensor, rows: tf.Tensor):
     elementwise pass), JoBi's two heads cost about what one head costs with the einsum
     (`bench/jobi_step_cost.py`). The values are the same dot products (summed in another order).
     """
-    heads = queries.shape[1]
-    scores = tf.stack([tf.einsum("bw,bkw->bk", queries[:, s], rows) for s in range(heads)], axis=1)
+    per_head = tf.unstack(queries, axis=1)  # S x [B, W]
+    scores = tf.stack([tf.einsum("bw,bkw->bk", q, rows) for q in per_head], axis=1)
 
     def gradient(upstream: tf.Tensor):
-        d_queries = tf.stack([tf.einsum("bk,bkw->bw", upstream[:, s], rows) for s in range(heads)], axis=1)
-        d_rows = tf.add_n([upstream[:, s, :, None] * queries[:, s, None, :] for s in range(heads)])
+        upstream = tf.unstack(upstream, axis=1)  # S x [B, K]
+        d_queries = tf.stack([tf.einsum("bk,bkw->bw", u, rows) for u in upstream], axis=1)
+        d_rows = tf.add_n(
+            [tf.expand_dims(u, 2) * tf.expand_dims(q, 1) for u, q in zip(upstream, per_head, strict=True)]
+        )
         return d_queries, d_rows
 
     return scores, gradient
