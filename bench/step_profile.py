@@ -15,9 +15,15 @@ Steps:
    seconds and minor page faults of each timed part and of b-e together (``cpu``, compilation
    excluded), and exits 1 if b-e together spent more than 10% of their user CPU time in the kernel.
 
+With ``--dataset NAME`` (FB15k-237, say) the graph is that dataset and ``--variants`` lists
+what to profile on it: ``baseline`` (no pair head, p 0, no pair labels drawn), ``jobi``,
+``joint`` (pair head, p 0), ``biasedneg`` (p, no pair head): where JoBi's extra cost goes.
+
 Run:  python bench/step_profile.py                               # 15k and 2M entities, auto
       python bench/step_profile.py --sizes 2000000 --optimizer adam --steps 5   # the dense cost
       python bench/step_profile.py --quick
+      JOBI_TF_DATA_DIR=../shared/datasets python bench/step_profile.py --dataset fb15k-237 --dim 200 \
+          --batch-size 1000 --neg 100 --shared-negatives 1000 --variants baseline joint biasedneg jobi
 """
 
 from __future__ import annotations
@@ -31,13 +37,15 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+from _common import Usage, data_dir, emit, kernel_check, machine, peak_rss_gib  # noqa: E402, I001
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from step_time_vs_size import graph  # noqa: E402
 
 from jobi_tf.config import SamplerConfig  # noqa: E402
+from jobi_tf.data.index import build_index  # noqa: E402
+from jobi_tf.data.triples import read_split_folder  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import choose_optimizer, make_optimizer  # noqa: E402
 from jobi_tf.sampling import make_train_dataset  # noqa: E402
@@ -56,13 +64,26 @@ def _median_ms(fn, batches: list, repeats: int) -> tuple[float, Usage]:
     return 1000 * statistics.median(times), used
 
 
-def profile(index, optimizer_name: str, args: argparse.Namespace) -> tuple[dict[str, float], dict[str, Usage]]:
+#: ``--variants``: (pair head, p) of each, ``None`` for the spec's ``--p``.
+VARIANTS = {"baseline": (False, 0.0), "joint": (True, 0.0), "biasedneg": (False, None), "jobi": (True, None)}
+
+
+def profile(
+    index, optimizer_name: str, args: argparse.Namespace, variant: str = "jobi"
+) -> tuple[dict[str, float], dict[str, Usage]]:
     """Milliseconds per batch of each part, and the CPU usage of each part's timed passes.
 
     ``compiled_parts`` is the usage of b-e together: the one long enough to judge the kernel's share.
     """
-    cfg = SamplerConfig(batch_size=args.batch_size, neg=args.neg, p=args.p, shared_negatives=args.shared_negatives)
-    ds = make_train_dataset(index, cfg, seed=0)
+    joint, p = VARIANTS[variant]
+    cfg = SamplerConfig(
+        batch_size=args.batch_size,
+        neg=args.neg,
+        p=args.p if p is None else p,
+        shared_negatives=args.shared_negatives,
+        biased_chunk=args.biased_chunk,
+    )
+    ds = make_train_dataset(index, cfg, seed=0, pair_labels=joint)
     batches = iter(ds)
     next(batches)  # pipeline start-up
     usages: dict[str, Usage] = {}
@@ -71,18 +92,19 @@ def profile(index, optimizer_name: str, args: argparse.Namespace) -> tuple[dict[
         batches = [next(batches) for _ in range(args.steps)]
         sampler_ms = 1000 * (time.perf_counter() - start) / args.steps
     keras.utils.set_random_seed(0)
-    model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=True)
+    model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=joint)
     model.compile(optimizer=make_optimizer(optimizer_name, 0.001), jit_compile=True)
     model(batches[0])  # build
-    tables = [model.entity_embeddings, model.triple_relations, model.pair_relations]
+    tables = [model.entity_embeddings, model.triple_relations] + ([model.pair_relations] if joint else [])
 
     @tf.function(jit_compile=True)
     def gather(x):
         t = x["triples"]
-        rows = [tf.gather(tables[0], t[:, 0]), tf.gather(tables[0], t[:, 2]), tf.gather(tables[0], x["candidates"])]
-        rows += [tf.gather(tables[1], t[:, 1]), tf.gather(tables[2], t[:, 1])]
-        if "shared_candidates" in x:
-            rows.append(tf.gather(tables[0], x["shared_candidates"]))
+        rows = [tf.gather(tables[0], t[:, 0]), tf.gather(tables[0], t[:, 2])]
+        rows += [tf.gather(table, t[:, 1]) for table in tables[1:]]
+        for key in ("candidates", "chunk_candidates", "shared_candidates"):
+            if key in x:
+                rows.append(tf.gather(tables[0], x[key]))
         return tf.add_n([tf.reduce_sum(r) for r in rows])
 
     @tf.function(jit_compile=True)
@@ -128,6 +150,9 @@ def main() -> None:
     parser.add_argument("--neg", type=int, default=100)
     parser.add_argument("--p", type=float, default=0.3)
     parser.add_argument("--shared-negatives", type=int, default=0)
+    parser.add_argument("--biased-chunk", type=int, default=0)
+    parser.add_argument("--dataset", help="profile this dataset ($JOBI_TF_DATA_DIR/NAME) instead of synthetic sizes")
+    parser.add_argument("--variants", nargs="+", default=["jobi"], choices=sorted(VARIANTS))
     parser.add_argument("--steps", type=int, default=20, help="distinct batches per pass")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (20 repeats): proves the script runs")
@@ -137,12 +162,17 @@ def main() -> None:
         # 20 repeats: enough CPU time for the kernel check to measure more than timer ticks
         args.batch_size, args.neg, args.dim, args.steps, args.repeats = 100, 10, 8, 3, 20
     results, used, cpu, usages = {}, {}, {}, {}
-    for size in args.sizes:
-        used[str(size)] = choose_optimizer(args.optimizer, size)
-        results[str(size)], parts = profile(graph(size, args), used[str(size)], args)
-        cpu[str(size)] = {part: usage.record() for part, usage in parts.items()}
-        usages[str(size)] = parts["compiled_parts"]
-        print(f"{size:>9} entities ({used[str(size)]}): {results[str(size)]}", file=sys.stderr)
+    if args.dataset:
+        _, _, index = build_index(read_split_folder(data_dir(args.dataset, None)), args.dataset)
+        cases = [(variant, index, variant) for variant in args.variants]
+    else:
+        cases = [(str(size), graph(size, args), args.variants[0]) for size in args.sizes]
+    for name, index, variant in cases:
+        used[name] = choose_optimizer(args.optimizer, index.num_entities)
+        results[name], parts = profile(index, used[name], args, variant)
+        cpu[name] = {part: usage.record() for part, usage in parts.items()}
+        usages[name] = parts["compiled_parts"]
+        print(f"{name:>9} ({used[name]}): {results[name]}", file=sys.stderr)
         keras.backend.clear_session()
     emit(
         {
@@ -153,8 +183,16 @@ def main() -> None:
             "median_of": args.repeats,
             "cpu": cpu,
             "kernel_check": kernel_check(usages),
+            "command": " ".join(["python", *sys.argv]),
+            "machine": machine(),
             "config": {
-                "model": f"complex dim {args.dim}, joint, p {args.p}",
+                "dataset": args.dataset or "synthetic",
+                "variants": {
+                    v: {"joint": VARIANTS[v][0], "p": VARIANTS[v][1] if VARIANTS[v][1] is not None else args.p}
+                    for v in args.variants
+                },  # fmt: skip
+                "model": f"complex dim {args.dim}",
+                "biased_chunk": args.biased_chunk,
                 "batch_size": args.batch_size,
                 "neg": args.neg,
                 "shared_negatives": args.shared_negatives,
