@@ -60,7 +60,7 @@ def _slot_table(pools, index: KGIndex) -> tf.Tensor:
 
 
 class SlotMembership:
-    """ "Was entity ``e`` seen in the tail (or head) slot of relation ``r`` in train", in-graph.
+    """In-graph answers to: was entity ``e`` seen in the tail (or head) slot of relation ``r`` in train?
 
     Why two forms: a dense byte per ``(side, relation, entity)`` answers with one gather
     (FB15k-237: 6.9 MB), while a graph of FB1.9M's size would need 12 GB; there one binary
