@@ -59,6 +59,8 @@ SETTINGS = {
         "baseline": (1000, 100, 1000, False, 0),
         "jobi": (1000, 100, 1000, True, 0),
         "jobi biased-chunk 5": (1000, 100, 1000, True, 5),
+        "jobi biased-chunk 10": (1000, 100, 1000, True, 10),
+        "jobi biased-chunk 20": (1000, 100, 1000, True, 20),
     },
     "pbg": {
         "baseline": (1000, 100, 50, False, 0),
