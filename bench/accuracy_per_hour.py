@@ -51,6 +51,12 @@ D = 2 x dim, ``--batch-size``, ``--uniform-negs``, ``--batch-negs``, ``--lr``, `
    export is kept, the others deleted; when an epoch's cumulative seconds reach a budget, the
    best export is ranked on test: the point (always ``exact``: every epoch is exported).
 
+Converged runs (``--stop-after N``, the same rule for every system): training stops at the
+validation that is the N-th in a row without a better ``--monitor`` (jobi-tf's ``--patience N``;
+PBG's exports validated the same way). Every budget not reached by then gets the point of that
+stop (``stop: "converged"``, ``train_seconds`` below the budget): more time would not have
+changed the model held. Without it, every system trains to the largest budget.
+
 Resuming: rerun the same command (one process per ``OUT``: ``OUT/.lock``). Finished budgets
 are kept, the run folder / PBG folder continues from its checkpoint, and a session cut by a
 kill is settled from what it left. Budgets may be added later if they lie beyond the training
@@ -114,7 +120,7 @@ LABELS = {
 #: jobi-tf flags the harness sets itself (refused in ``--flags``).
 RESERVED = {"--epochs", "--eval-every", "--patience", "--monitor", "--seed", "--out", "--dataset", "--data-dir",
             "--init-from", "--replay"}  # fmt: skip
-NEVER = 10**9  # patience: never stop before the largest budget
+NEVER = 10**9  # patience without --stop-after: never stop before the largest budget
 #: A continuation aims this much short of the budget (epoch times vary on a shared machine).
 MARGIN = 1.1
 #: ... and trains at most this many times the steady epochs measured so far.
@@ -172,6 +178,25 @@ def add_point(progress: dict, point: dict) -> None:
     )
 
 
+def converged_points(progress: dict, budgets: list[float], at: dict, stop_after: int) -> None:
+    """Points for every budget not reached when the run stopped converged: ``at`` is the stop
+    (epochs, train_seconds, best_epoch, validations, valid, test, sessions, ...)."""
+    for budget in budgets:
+        if budget in recorded(progress):
+            continue
+        add_point(
+            progress,
+            {
+                "budget_min": round(budget / 60, 6),
+                "budget_s": budget,
+                **at,
+                "over_budget_s": round(at["train_seconds"] - budget, 2),
+                "exact": True,
+                "stop": f"converged: no better validation in the last {stop_after}",
+            },
+        )
+
+
 def median_or_none(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -200,7 +225,7 @@ def jobi_config(args, dataset_flags: list[str]) -> RunConfig:
         *SYSTEM_FLAGS[args.system],
         *extra,
         "--eval-every", str(args.eval_every),
-        "--patience", str(NEVER),
+        "--patience", str(args.stop_after or NEVER),
         "--monitor", args.monitor,
         "--seed", str(args.seed),
         "--epochs", str(args.eval_every),
@@ -419,6 +444,24 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
             metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
             if metrics["epochs"] == state["epoch"] and state["step"] == 0:
                 jobi_points(progress, metrics, state, table, steps, budgets, args.monitor)
+                if args.stop_after and state["wait"] >= args.stop_after:
+                    at = state["epoch"]
+                    converged_points(
+                        progress,
+                        budgets,
+                        {
+                            "train_seconds": round(cum[at], 2),
+                            "epochs": at,
+                            "best_epoch": metrics["best_epoch"],
+                            "validations": len(state["history"]),
+                            "valid": headline(metrics["valid"]),
+                            "test": headline(metrics["test"]),
+                            "sessions": sum(1 for s in progress["sessions"] if s.get("end")),
+                            "restart_overhead_s_est": restart_overhead(table, steps, at),
+                            "estimated_seconds_epochs": [e for e in range(1, at + 1) if table[e]["estimated"]],
+                        },
+                        args.stop_after,
+                    )
         for point in progress["points"]:  # later epochs refine the steady epoch time
             if point["epochs"] <= state["epoch"]:
                 point["restart_overhead_s_est"] = restart_overhead(table, steps, point["epochs"])
@@ -601,6 +644,26 @@ def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> d
                         "estimated_seconds_epochs": [],
                     },
                 )
+            since_best = sum(1 for v in st["validated"] if v["epoch"] > st["best"]["epoch"])
+            if args.stop_after and since_best >= args.stop_after and any(b not in recorded(progress) for b in budgets):
+                best = st["best"]["epoch"]
+                held, _, _ = pbg_vs_jobi.pbg_model(export_dir(best), entities, relations, p.dim)
+                converged_points(
+                    progress,
+                    budgets,
+                    {
+                        "train_seconds": round(cum_at(epoch), 2),
+                        "epochs": epoch,
+                        "best_epoch": best,
+                        "validations": len(st["validated"]),
+                        "valid": st["best"]["valid"],
+                        "test": headline(evaluator.evaluate(held, "test")),
+                        "sessions": len([e for e in st["first_of_call"] if e <= epoch]),
+                        "restart_overhead_s_est": None,
+                        "estimated_seconds_epochs": [],
+                    },
+                    args.stop_after,
+                )
             progress["curve"] = [
                 {"epoch": v["epoch"], "train_seconds": v["train_seconds"], args.monitor: v[args.monitor]}
                 for v in st["validated"]
@@ -619,6 +682,8 @@ def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> d
             n = max(1, math.ceil((pending[0] - cum_at(done)) / est))
         else:
             n = 1
+        if args.stop_after:  # a call past the stop would be wasted: at most one patience window
+            n = min(n, args.stop_after * every)
         target = math.ceil((done + n) / every) * every
         command = driver_command(args, p, folder, work, target)
         log.info("PBG: training epochs %d..%d (%.1f s so far, next budget %.0f s)", done + 1, target, cum_at(done),
@@ -669,6 +734,11 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=1, help="validate every this many epochs")
     parser.add_argument("--monitor", default="mrr", choices=list(RANK_METRICS), help="validation metric of the rule")
     parser.add_argument("--peer-python", help="python of a virtualenv with torchbiggraph (--system pbg)")
+    parser.add_argument(
+        "--stop-after",
+        type=int,
+        help="stop converged after this many validations without a better --monitor; later budgets get that point",
+    )
     args = parser.parse_args()
     if bool(args.dataset) == bool(args.data_dir):
         parser.error("give --dataset NAME or --data-dir FOLDER")
@@ -695,6 +765,7 @@ def main() -> None:
         "flags": args.flags,
         "eval_every": args.eval_every,
         "monitor": args.monitor,
+        **({"stop_after": args.stop_after} if args.stop_after else {}),
     }
     path = out / PROGRESS
     progress = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
@@ -730,6 +801,7 @@ def main() -> None:
             "time": TIME_NOTE["pbg" if args.system == "pbg" else "jobi-tf"],
             "monitor": args.monitor,
             "eval_every": args.eval_every,
+            "stop_after": args.stop_after,
             "train_seconds_reached": progress.get("train_seconds_reached"),
             "settings": progress.get("settings_resolved"),
             **{

@@ -125,3 +125,15 @@ def test_a_point_is_late_when_the_best_weights_moved_past_the_first_crossing():
     aph.jobi_points(progress, metrics, state, table, STEPS, [6.0], "mrr")
     (point,) = progress["points"]
     assert point["exact"] and point["epochs"] == 6 and point["over_budget_s"] == 0.0
+
+
+def test_budgets_past_a_converged_stop_repeat_its_point():
+    progress = {"points": [{"budget_s": 60.0, "train_seconds": 61.0}], "sessions": []}
+    stop = {"train_seconds": 130.0, "epochs": 26, "best_epoch": 16, "test": {"mrr": 0.3}}
+    aph.converged_points(progress, [60.0, 300.0, 900.0], stop, stop_after=10)
+    first, *later = progress["points"]
+    assert first == {"budget_s": 60.0, "train_seconds": 61.0}  # a budget crossed before the stop keeps its point
+    assert [p["budget_s"] for p in later] == [300.0, 900.0]
+    assert all(p["epochs"] == 26 and p["test"] == {"mrr": 0.3} and p["exact"] for p in later)
+    assert [p["over_budget_s"] for p in later] == [-170.0, -770.0]
+    assert later[0]["stop"] == "converged: no better validation in the last 10"
