@@ -187,6 +187,7 @@ def train(
 
     The caller's global random states (Python, NumPy, TensorFlow, Keras) are left as they were.
     """
+    from jobi_tf import regimes
     from jobi_tf.training import train as train_run
 
     dataset = data if isinstance(data, Dataset) else load_dataset(data)
@@ -198,6 +199,7 @@ def train(
             name = dataset.data.name if dataset.data is not None else None
             base = apply_preset(base, preset, explicit=set(settings), dataset=name)
         cfg = with_settings(base, settings)  # checked before any folder is made
+        regimes.check(cfg)
         folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
         cfg = dataclasses.replace(cfg, data=_data_config(dataset, folder))
         train_run(cfg, folder.path, verbose=verbose, data=(dataset.entities, dataset.relations, dataset.index))

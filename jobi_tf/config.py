@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from jobi_tf import plugins
 from jobi_tf.errors import ConfigError
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 MODELS = ("distmult", "complex", "simple")
-LOSSES = ("sampled-softmax", "full-softmax", "k-vs-all")
+LOSSES = plugins.names("loss")  # the modules of jobi_tf/losses
 OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad")  # see jobi_tf.optimizers
 #: ``--optimizer auto`` trains lazy Adam from this many entity rows on (dense Adam below).
 LAZY_MIN_ROWS = 100_000
@@ -39,7 +40,7 @@ RESTRICTS = ("none", "slots", "soft-slots")
 CORRUPT_SIDES = ("per-negative", "per-positive")
 MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
 INITS = ("table-glorot", "row-glorot")
-REGULARIZERS = ("l2", "n3")
+REGULARIZERS = plugins.names("regularizer")  # the modules of jobi_tf/regularizers
 #: dtypes of the every-entity scoring products in training (``--matmul-dtype``).
 MATMUL_DTYPES = ("float32", "bfloat16")
 STRATEGIES = ("default", "mirrored", "multi-worker", "parameter-server")  # see jobi_tf.distribute
@@ -242,10 +243,9 @@ class TrainConfig:
     """Loss, optimiser and schedule.
 
     Attributes:
-        loss: ``sampled-softmax`` (NLL of a softmax over the positive and its negatives) or
-            ``full-softmax`` (1-vs-all over every entity, paper appendix D) or ``k-vs-all``
-            (batches of distinct training queries, BCE of every entity against the query's
-            training answers: ConvE, LibKGE).
+        loss: the triple head's loss, a module of `jobi_tf.losses` (``sampled-softmax``, the
+            paper's; ``full-softmax``, 1-vs-all; ``k-vs-all``; ...); it also picks the
+            training regime (`jobi_tf.regimes`).
         label_smoothing: ε of the ``full-softmax`` / ``k-vs-all`` targets: ``1 - ε`` on the true entity, ε
             spread over all (0 = none).
         slot_weight: with ``full-softmax``, the entities seen in the asked slot count
@@ -255,8 +255,9 @@ class TrainConfig:
         alpha: weight of the pair loss (only with ``joint``).
         regularization: weight of the ``regularizer`` penalty (0 = none, the paper's setting;
             ``l2`` 0.01 is PyKEEN's ComplEx default).
-        regularizer: ``l2`` (normalised L2 norm of every row a batch uses, PyKEEN's) or ``n3``
-            (cubed moduli of the positive's head, relation and tail rows, Lacroix et al. 2018).
+        regularizer: a module of `jobi_tf.regularizers` (``l2``: normalised L2 norm of every
+            row a batch uses, PyKEEN's; ``n3``: cubed moduli of the positive's head, relation
+            and tail rows, Lacroix et al. 2018; ...).
         relation_penalty: with ``n3``, the factor on the relation rows' terms (1 = as entity
             rows). Why: on WN18RR (11 relations) the full penalty drives the relation rows to
             zero, every score with them, and training stalls at a uniform softmax; 0 keeps it to
@@ -289,12 +290,7 @@ class TrainConfig:
             all of them: on FB15k-237 any lower share cost old facts more than it saved.
     """
 
-    loss: str = setting(
-        "sampled-softmax",
-        "sampled-softmax: the positive against its sampled negatives; full-softmax: 1-vs-all over every entity; "
-        "k-vs-all: each distinct training query, BCE of every entity against its known answers.",
-        choices=LOSSES,
-    )
+    loss: str = setting("sampled-softmax", plugins.about("loss"), choices=LOSSES)
     label_smoothing: float = setting(
         0.0,
         "With --loss full-softmax or k-vs-all: put 1-EPS on the true entities and spread EPS over all of them.",
@@ -314,12 +310,7 @@ class TrainConfig:
     )
     alpha: float = setting(0.5, "Weight of the pair loss.")
     regularization: float = setting(0.0, "Weight of the --regularizer penalty (PyKEEN's ComplEx default: l2 0.01).")
-    regularizer: str = setting(
-        "l2",
-        "l2: normalised L2 norm of every row a batch uses (PyKEEN's); n3: cubed moduli of the "
-        "positive's head, relation and tail rows (Lacroix et al., 2018).",
-        choices=REGULARIZERS,
-    )
+    regularizer: str = setting("l2", plugins.about("regularizer"), choices=REGULARIZERS)
     relation_penalty: float = setting(
         1.0,
         "With --regularizer n3: factor on the relation rows' share of the penalty (1: as entity rows, "
@@ -369,28 +360,17 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
+        # Which loss, regularizer and regime read which field is checked by jobi_tf.regimes.check.
         _choice("loss", self.loss, LOSSES)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
-        if self.label_smoothing and self.loss == "sampled-softmax":
-            raise ConfigError("label_smoothing", "needs --loss full-softmax or k-vs-all")
         _positive_float("slot_weight", self.slot_weight, allow_zero=True)
-        if self.slot_weight and self.loss != "full-softmax":
-            raise ConfigError("slot_weight", "needs --loss full-softmax")
-        if self.init_from is not None and self.loss == "k-vs-all":
-            raise ConfigError(
-                "init_from", "is not supported with --loss k-vs-all (its epochs are queries, not triples)"
-            )
         _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
         _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPES)
-        if self.matmul_dtype != "float32" and self.loss == "sampled-softmax":
-            raise ConfigError("matmul_dtype", "needs --loss full-softmax or k-vs-all (sampled scores are not matmuls)")
         _positive_float("alpha", self.alpha, allow_zero=True)
         _positive_float("regularization", self.regularization, allow_zero=True)
         _choice("regularizer", self.regularizer, REGULARIZERS)
         _positive_float("relation_penalty", self.relation_penalty, allow_zero=True)
-        if self.relation_penalty != 1.0 and self.regularizer != "n3":
-            raise ConfigError("relation_penalty", "needs --regularizer n3 (the l2 penalty averages every row it uses)")
         _positive_float("lr", self.lr)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _positive_int("epochs", self.epochs)
@@ -494,16 +474,6 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         _positive_int("seed", self.seed, 0)
-        if self.train.loss != "sampled-softmax" and self.sampler.shared_negatives:
-            raise ConfigError("shared_negatives", f"has no meaning with --loss {self.train.loss}")
-        if (
-            self.model.reciprocal
-            and self.train.loss == "sampled-softmax"
-            and self.sampler.corrupt_side != "per-positive"
-        ):
-            # A softmax mixing head and tail corruptions would compare scores of two
-            # different queries (forward and inverse relation) against one positive.
-            raise ConfigError("reciprocal", "needs --corrupt-side per-positive (or --loss full-softmax / k-vs-all)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -184,6 +184,8 @@ class GridSpec:
 
     def cells(self) -> list[Cell]:
         """Every cell in grid order; a cell listed by two sub-grids runs once."""
+        from jobi_tf import regimes  # (imports TensorFlow: the losses' and regimes' own checks)
+
         out: dict[str, Cell] = {}
         for grid in self._grids():
             keys = list(grid)
@@ -192,6 +194,7 @@ class GridSpec:
                 try:
                     settings = _apply_variant(_apply_preset({**self.fixed, **varied}))
                     config = _config(settings)
+                    regimes.check(config)
                 except ConfigError as err:
                     raise GridSpecError(f"{self.source}: cell {varied}: {err}") from None
                 cell = Cell(settings, config, _cell_name(varied))

@@ -1,47 +1,91 @@
-"""Training objectives: what each head of `JoBiModel` is trained to do, as objects.
+"""What the heads of `JoBiModel` are trained to do, as objects, and the scores they share.
 
 An objective owns the sampler features it reads (`Objective.features`), the logits it asks
 of the model (`Objective.logits`) and its loss (`Objective.loss`); `JoBiModel` keeps the
-tables and the queries and holds one objective per head. A new loss is a new subclass here
-(or in the user's code), passed to ``JoBiModel(objective=...)``: nothing else changes.
+tables and the queries and holds one objective per head. The triple head's objectives are
+the ``--loss`` choices, one module each in `jobi_tf.losses`; the pair head's `PairBCE` and
+the auxiliary `RelationPrediction` live here, beside the base class.
 
 Objectives read candidate scores from a `ScoredBatch`, which computes each kind of score at
-most once per batch for every head at the same time (one einsum over the stacked triple and
-pair queries), so two heads cost one pass over the candidate rows.
+most once per batch for every head at the same time (one product over the stacked triple and
+pair queries), so two heads cost one pass over the candidate rows; it also records the rows
+those scores used (`Factors`), which the regularizer (`jobi_tf.regularizers`) penalises.
 
-Losses are Keras losses so that Keras reduces them: averaged over the batch and divided by
-the number of replicas under ``tf.distribute``, which keeps gradients right under
-``MirroredStrategy`` (a hand-written ``reduce_mean`` would make them N times too large).
+Losses are reduced as Keras losses are: averaged over the batch and divided by the number of
+replicas under ``tf.distribute``, which keeps gradients right under ``MirroredStrategy`` (a
+hand-written ``reduce_mean`` would make them N times too large).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+import dataclasses
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import keras
 import tensorflow as tf
 
-from jobi_tf.types import HEAD, RELATION, TAIL
+from jobi_tf.types import RELATION
 
 if TYPE_CHECKING:
-    from jobi_tf.models.jobi import JoBiModel
+    from jobi_tf.config import RunConfig
+    from jobi_tf.models.scorers import Scorer
 
 __all__ = [
     "Objective",
-    "SampledSoftmax",
-    "FullSoftmax",
-    "KvsAll",
     "PairBCE",
     "RelationPrediction",
     "ScoredBatch",
-    "OBJECTIVES",
-    "get_objective",
+    "Factors",
+    "ScoringModel",
+    "REGIMES",
+    "replica_share",
 ]
 
 #: Logit given to a sampled candidate that is not a negative (it equals the positive).
 MASKED_LOGIT = -1e9
 
 TRIPLE_HEAD, PAIR_HEAD = 0, 1
+
+#: The training regimes an objective can name (`Objective.regime`; `jobi_tf.regimes` builds
+#: their batches): the positive against sampled negatives, every entity for both directions
+#: of each positive, every entity for batches of distinct training queries.
+SAMPLED, ONE_VS_ALL, K_VS_ALL = "sampled", "1-vs-all", "k-vs-all"
+REGIMES = (SAMPLED, ONE_VS_ALL, K_VS_ALL)
+
+
+class ScoringModel(Protocol):
+    """What a `ScoredBatch` reads of the model (`jobi_tf.models.JoBiModel` is one)."""
+
+    scorer: Scorer
+    reciprocal: bool
+    matmul_dtype: str
+    entity_embeddings: Any
+    triple_relations: Any
+
+    def queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]: ...
+
+    def entity_rows(self, ids: tf.Tensor) -> tf.Tensor: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Factors:
+    """The rows a batch's scores used, for a regularizer (`jobi_tf.regularizers`).
+
+    Attributes:
+        scorer: the model's scorer (it knows how a row splits into components).
+        head, tail: ``[B, W]`` the positive's entity rows.
+        relations: ``[B, W]`` each: the triple head's relation rows the positive's scores
+            used: its relation's; with ``reciprocal``, the one of the corrupted side
+            (sampled) or the forward and the inverse row (every entity scored both ways).
+        candidates: ``[B, K, W]`` each: the sampled candidates' rows (none when every
+            entity is scored).
+    """
+
+    scorer: Scorer
+    head: tf.Tensor
+    tail: tf.Tensor
+    relations: tuple[tf.Tensor, ...]
+    candidates: tuple[tf.Tensor, ...]
 
 
 class ScoredBatch:
@@ -55,16 +99,13 @@ class ScoredBatch:
         head_q, tail_q: ``[B, S, W]`` queries of every head in use (S = 1 or 2: triple, pair).
         rows: the positive's ``head``, ``tail``, ``relation`` rows (triple head) and, with
             ``reciprocal``, ``inverse``.
-        penalty_rows: the rows a batch's scores used, for the regularizer: ``positive``
-            ``[B, W]`` rows (the relation row the positive was scored with) and sampled
-            ``candidates`` ``[B, K, W]`` once sampled scores were computed.
     """
 
-    def __init__(self, model: JoBiModel, features: dict[str, tf.Tensor]) -> None:
+    def __init__(self, model: ScoringModel, features: dict[str, tf.Tensor]) -> None:
         self.model = model
         self.features = features
         self.head_q, self.tail_q, self.rows = model.queries(features["triples"])
-        self.penalty_rows = {"positive": [self.rows["head"], self.rows["tail"], self.rows["relation"]]}
+        self.relation_rows = [self.rows["relation"]]  # what the positive's scores used (`Factors`)
         self.candidate_rows: list[tf.Tensor] = []
         self._sampled: tf.Tensor | None = None
         self._all: tuple[tf.Tensor, tf.Tensor] | None = None
@@ -81,6 +122,7 @@ class ScoredBatch:
         """``([B, S, E], [B, S, E])``: every entity scored as the tail, then as the head."""
         if self._all is None:
             self._all = self._every_entity(self.tail_q), self._every_entity(self.head_q)
+            self._both_directions_used()
         return self._all
 
     def query_scores(self) -> tf.Tensor:
@@ -89,7 +131,19 @@ class ScoredBatch:
         if self._query is None:
             side = self.features["query_is_tail"][:, None, None]
             self._query = self._every_entity(tf.where(side, self.tail_q, self.head_q))
+            self._both_directions_used()
         return self._query
+
+    def _both_directions_used(self) -> None:
+        if "inverse" in self.rows:  # a reciprocal model's head queries used the inverse rows
+            self.relation_rows = [self.rows["relation"], self.rows["inverse"]]
+
+    def factors(self) -> Factors:
+        """The rows the scores computed so far used (ask after the objectives' logits)."""
+        rows = self.rows
+        return Factors(
+            self.model.scorer, rows["head"], rows["tail"], tuple(self.relation_rows), tuple(self.candidate_rows)
+        )
 
     def _every_entity(self, queries: tf.Tensor) -> tf.Tensor:
         """``[B, S, E]`` scores of every entity, the product in the model's ``matmul_dtype``.
@@ -120,7 +174,7 @@ class ScoredBatch:
                 raise ValueError("a reciprocal model needs `positive_corrupt_tail` (one corrupted side per positive)")
             # A head corruption is ranked by the inverse query, the positive included.
             pos = tf.reduce_sum(query * tf.where(one_side[:, None], rows["tail"], rows["head"])[:, None, :], -1)
-            self.penalty_rows["positive"][2] = tf.where(one_side[:, None], rows["relation"], rows["inverse"])
+            self.relation_rows = [tf.where(one_side[:, None], rows["relation"], rows["inverse"])]
         parts = []
         if "candidates" in features:
             cand = model.entity_rows(features["candidates"])  # [B, K_b, W]
@@ -159,25 +213,34 @@ class ScoredBatch:
 class Objective:
     """One head's objective: the features it reads, its logits and its loss.
 
-    Subclasses set ``name`` (the prefix of their logits in the model's output and of their
-    loss in the logs, e.g. ``triple`` → ``triple_loss``) and ``candidates`` (``"sampled"``:
-    the positive and the sampler's negatives; ``"all"``: every entity, 1-vs-all, both
-    directions of each positive; ``"queries"``: every entity, for batches of distinct
-    queries, k-vs-all), and implement `logits` and `loss`.
+    Subclasses set ``default_name`` (the prefix of their logits in the model's output and of
+    their loss in the logs, e.g. ``triple`` → ``triple_loss``) and ``regime``, the training
+    regime whose batches they read (`SAMPLED`: the positive and the sampler's negatives,
+    ``batch.sampled()``; `ONE_VS_ALL`: every entity for both directions of each positive,
+    ``batch.all_entities()``; `K_VS_ALL`: every entity for batches of distinct queries,
+    ``batch.query_scores()``), and implement `logits` and `loss`. A ``--loss`` (a module of
+    `jobi_tf.losses`) also lists in ``options`` the `jobi_tf.config.TrainConfig` fields it
+    takes as constructor keywords, and may refuse settings in `check`.
 
     Args:
         head: whose queries are trained: `TRIPLE_HEAD` (0) or `PAIR_HEAD` (1).
         name: overrides the class's default name.
     """
 
-    candidates: str = "sampled"
+    regime: str = SAMPLED
     default_name: ClassVar[str] = "triple"
     #: Features the objective reads besides ``triples`` (the model checks they are there).
     features: tuple[str, ...] = ()
+    #: `jobi_tf.config.TrainConfig` fields the constructor takes (``--loss`` objectives).
+    options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None) -> None:
         self.head = head
         self.name = name or self.default_name
+
+    @classmethod
+    def check(cls, cfg: RunConfig) -> None:
+        """Refuse, as a `jobi_tf.errors.ConfigError`, a run this objective cannot train."""
 
     def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
         """The logits this objective's loss reads, keyed ``name`` or ``name_<part>``."""
@@ -191,152 +254,46 @@ class Objective:
         return f"{type(self).__name__}(head={self.head}, name={self.name!r})"
 
 
-class SampledSoftmax(Objective):
-    """Negative log-likelihood of the positive in a softmax over it and its sampled negatives.
-
-    ``L = logsumexp(logits) - logits[0]`` per positive, batch-averaged; a candidate equal to
-    the positive (``valid_negative`` False) is masked out of the softmax.
-    """
-
-    features = ("valid_negative",)
-
-    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None) -> None:
-        super().__init__(head, name)
-        self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{self.name}_loss")
-
-    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
-        valid = tf.pad(batch.features["valid_negative"], [[0, 0], [1, 0]], constant_values=True)
-        return {self.name: tf.where(valid, batch.sampled()[:, self.head], MASKED_LOGIT)}
-
-    def loss(self, features, logits):
-        return self._loss(tf.zeros_like(features["triples"][:, 0]), logits[self.name])
-
-
-class FullSoftmax(Objective):
-    """1-vs-all: the true tail in a softmax over every entity, plus the same for the head.
-
-    Args:
-        label_smoothing: ε: the target puts ``1 - ε`` on the true entity and spreads ε
-            evenly over all of them (LibKGE's and ConvE's option); 0 is the plain softmax.
-        slot_weight: w: in the training softmax each entity seen in the asked slot of the
-            relation in training counts ``1 + w`` times (``log(1 + w)`` added to its logit),
-            so same-type rivals weigh more: biased negatives' counterpart when every entity
-            is a candidate. Ranking is unchanged. Reads the sampler's dense slot rows
-            (``pair_labels_tail`` / ``pair_labels_head``). 0 = off.
-    """
-
-    candidates = "all"
-
-    def __init__(
-        self, head: int = TRIPLE_HEAD, name: str | None = None, label_smoothing: float = 0.0, slot_weight: float = 0.0
-    ) -> None:
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1). Received: label_smoothing={label_smoothing!r}")
-        if not slot_weight >= 0.0:
-            raise ValueError(f"slot_weight must be >= 0. Received: slot_weight={slot_weight!r}")
-        super().__init__(head, name)
-        self.label_smoothing = label_smoothing
-        self.slot_weight = slot_weight
-        if slot_weight:
-            self.features = ("pair_labels_tail", "pair_labels_head")
-        self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{self.name}_loss")
-
-    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
-        tail, head = batch.all_entities()
-        return {f"{self.name}_tail": tail[:, self.head], f"{self.name}_head": head[:, self.head]}
-
-    def loss(self, features, logits):
-        triples = features["triples"]
-        tail, head = logits[f"{self.name}_tail"], logits[f"{self.name}_head"]
-        if self.slot_weight:
-            boost = tf.math.log1p(tf.cast(self.slot_weight, tail.dtype))
-            tail = tail + boost * tf.cast(features["pair_labels_tail"], tail.dtype)
-            head = head + boost * tf.cast(features["pair_labels_head"], head.dtype)
-        return self._direction(triples[:, TAIL], tail) + self._direction(triples[:, HEAD], head)
-
-    def _direction(self, targets: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
-        nll = self._loss(targets, logits)
-        if not self.label_smoothing:
-            return nll
-        # Cross-entropy against the uniform target: logsumexp(s) - mean(s), reduced as ``nll``.
-        uniform = replica_share(tf.reduce_mean(tf.reduce_logsumexp(logits, axis=-1) - tf.reduce_mean(logits, axis=-1)))
-        return (1.0 - self.label_smoothing) * nll + self.label_smoothing * uniform
-
-
-class KvsAll(Objective):
-    """k-vs-all: for each distinct training query ``(h, r, ?)`` or ``(?, r, t)``, binary
-    cross-entropy of every entity's logit against "is a training answer" (ConvE's 1-N
-    scoring, LibKGE's KvsAll), summed over the entities and averaged over the queries.
-
-    Batches are distinct queries, not triples (`jobi_tf.sampling.TrainingQueries`): a
-    query with many answers is one example, not one per answer.
-
-    Args:
-        label_smoothing: ε: targets ``(1 - ε) · y + ε / E`` (ConvE's smoothing); 0 = none.
-    """
-
-    candidates = "queries"
-    features = ("query_is_tail", "answer_labels")
-
-    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None, label_smoothing: float = 0.0) -> None:
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1). Received: label_smoothing={label_smoothing!r}")
-        super().__init__(head, name)
-        self.label_smoothing = label_smoothing
-
-    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
-        return {self.name: batch.query_scores()[:, self.head]}
-
-    def loss(self, features, logits):
-        scores = logits[self.name]
-        labels = tf.cast(features["answer_labels"], scores.dtype)
-        if self.label_smoothing:
-            entities = tf.cast(tf.shape(labels)[-1], scores.dtype)
-            labels = (1.0 - self.label_smoothing) * labels + self.label_smoothing / entities
-        per_query = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=scores), axis=-1)
-        return replica_share(tf.reduce_mean(per_query))
-
-
 class PairBCE(Objective):
     """JoBi's pair loss: binary cross-entropy of the pair head's logits against pair labels.
 
     A label is 1 when both the (head, relation) and (relation, tail) pairs of the candidate
     triple occur in training. Over sampled candidates the positive itself is included with
     label 1 and the mean runs over the positive and its negatives; over all entities
-    (``candidates="all"``), labels are the sampler's dense ``pair_labels_tail`` /
+    (1-vs-all), labels are the sampler's dense ``pair_labels_tail`` /
     ``pair_labels_head`` and both directions are summed; over the queries of a k-vs-all
-    batch (``"queries"``), ``query_pair_labels`` (the asked slot of each query's relation).
+    batch, ``query_pair_labels`` (the asked slot of each query's relation).
 
     Args:
-        candidates: ``"sampled"``, ``"all"`` or ``"queries"``: score the same candidates as the triple head.
+        regime: one of `REGIMES`: the triple head's, so both heads score the same candidates.
     """
 
     default_name = "pair"
 
-    def __init__(self, candidates: str = "sampled", head: int = PAIR_HEAD, name: str | None = None) -> None:
-        if candidates not in ("sampled", "all", "queries"):
-            raise ValueError(f"candidates must be 'sampled', 'all' or 'queries'. Received: candidates={candidates!r}")
+    def __init__(self, regime: str = SAMPLED, head: int = PAIR_HEAD, name: str | None = None) -> None:
+        if regime not in REGIMES:
+            raise ValueError(f"regime must be one of {list(REGIMES)}. Received: regime={regime!r}")
         super().__init__(head, name)
-        self.candidates = candidates
+        self.regime = regime
         self.features = {
-            "sampled": ("pair_labels",),
-            "all": ("pair_labels_tail", "pair_labels_head"),
-            "queries": ("query_is_tail", "query_pair_labels"),
-        }[candidates]
+            SAMPLED: ("pair_labels",),
+            ONE_VS_ALL: ("pair_labels_tail", "pair_labels_head"),
+            K_VS_ALL: ("query_is_tail", "query_pair_labels"),
+        }[regime]
         self._loss = keras.losses.BinaryCrossentropy(from_logits=True, name=f"{self.name}_loss")
 
     def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
-        if self.candidates == "sampled":
+        if self.regime == SAMPLED:
             return {self.name: batch.sampled()[:, self.head]}
-        if self.candidates == "queries":
+        if self.regime == K_VS_ALL:
             return {self.name: batch.query_scores()[:, self.head]}
         tail, head = batch.all_entities()
         return {f"{self.name}_tail": tail[:, self.head], f"{self.name}_head": head[:, self.head]}
 
     def loss(self, features, logits):
-        if self.candidates == "queries":
+        if self.regime == K_VS_ALL:
             return self._loss(features["query_pair_labels"], logits[self.name])
-        if self.candidates == "all":
+        if self.regime == ONE_VS_ALL:
             return self._loss(features["pair_labels_tail"], logits[f"{self.name}_tail"]) + self._loss(
                 features["pair_labels_head"], logits[f"{self.name}_head"]
             )
@@ -361,7 +318,6 @@ class RelationPrediction(Objective):
     """
 
     default_name = "relation"
-    candidates = "relations"
 
     def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None, inverse_copy: bool = True) -> None:
         super().__init__(head, name)
@@ -389,32 +345,3 @@ class RelationPrediction(Objective):
 def replica_share(value: tf.Tensor) -> tf.Tensor:
     """A per-replica batch mean → its share of the global mean (what Keras losses do)."""
     return value / tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, value.dtype)
-
-
-#: The triple head's objectives by their ``--loss`` name.
-OBJECTIVES: dict[str, type[Objective]] = {
-    "sampled-softmax": SampledSoftmax,
-    "full-softmax": FullSoftmax,
-    "k-vs-all": KvsAll,
-}
-
-
-def get_objective(loss: str | Objective, label_smoothing: float = 0.0, slot_weight: float = 0.0) -> Objective:
-    """The triple head's objective for a ``--loss`` name (an `Objective` is returned as is).
-
-    ``label_smoothing`` applies to ``full-softmax`` and ``k-vs-all`` only (a sampled softmax
-    has no fixed set of classes to spread it over), ``slot_weight`` to ``full-softmax`` only.
-    """
-    if isinstance(loss, Objective):
-        return loss
-    if loss not in OBJECTIVES:
-        raise ValueError(f"loss must be one of {sorted(OBJECTIVES)}. Received: loss={loss!r}")
-    if slot_weight:
-        if OBJECTIVES[loss] is not FullSoftmax:
-            raise ValueError(f"slot_weight needs loss='full-softmax'. Received: loss={loss!r}")
-        return FullSoftmax(label_smoothing=label_smoothing, slot_weight=slot_weight)
-    if label_smoothing:
-        if OBJECTIVES[loss] not in (FullSoftmax, KvsAll):
-            raise ValueError(f"label_smoothing needs loss='full-softmax' or 'k-vs-all'. Received: loss={loss!r}")
-        return OBJECTIVES[loss](label_smoothing=label_smoothing)
-    return OBJECTIVES[loss]()

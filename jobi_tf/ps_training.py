@@ -34,10 +34,12 @@ import re
 import keras
 import tensorflow as tf
 
+from jobi_tf import regimes
 from jobi_tf.config import RunConfig
 from jobi_tf.data.index import KGIndex
 from jobi_tf.errors import ConfigError, JobiError
 from jobi_tf.models import JoBiModel
+from jobi_tf.objectives import SAMPLED
 from jobi_tf.sampling import NegativeSampler, epoch_order, steps_per_epoch
 from jobi_tf.sharding import make_sharded_optimizer
 
@@ -56,10 +58,10 @@ def is_parameter_server(strategy: tf.distribute.Strategy) -> bool:
 
 def check_config(cfg: RunConfig) -> None:
     """Refuse, before anything is written, what sharded tables cannot train."""
-    if cfg.train.loss != "sampled-softmax":
+    if regimes.regime_of(cfg.train.loss).name != SAMPLED:
         raise ConfigError(
             "loss",
-            f"{cfg.train.loss} scores every entity each step; --strategy parameter-server trains sampled-softmax",
+            f"{cfg.train.loss} scores every entity each step; --strategy parameter-server trains sampled losses",
         )
     if cfg.train.relation_prediction:
         raise ConfigError(

@@ -27,7 +27,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from jobi_tf import ps_training, summaries
+from jobi_tf import ps_training, regimes, summaries
 from jobi_tf.atomic import write_json_atomic
 from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights
 from jobi_tf.config import RunConfig
@@ -46,14 +46,7 @@ from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
 from jobi_tf.runs import RunFolder
 from jobi_tf.runtime import cpu_has_native_bfloat16
-from jobi_tf.sampling import (
-    EpochRows,
-    TrainingQueries,
-    make_query_dataset,
-    make_train_dataset,
-    query_steps_per_epoch,
-    steps_per_epoch,
-)
+from jobi_tf.sampling import EpochRows
 from jobi_tf.types import RANK_METRICS
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "load_run", "build_model", "make_optimizer"]
@@ -309,6 +302,7 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     sharded = ps_training.is_parameter_server(strategy)
     if sharded:
         ps_training.check_config(cfg)
+    regimes.check(cfg)
     _check_batch_splits(cfg, num_replicas(strategy))
     chief = is_chief(strategy)
     entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
@@ -338,11 +332,8 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     """
     folder = RunFolder(run_dir)
     rows = EpochRows.with_replay(growth.new_triples, growth.old_triples, cfg.train.replay) if growth else None
-    k_vs_all = cfg.train.loss == "k-vs-all"  # batches of distinct queries, not of triples
-    if k_vs_all:
-        steps = query_steps_per_epoch(TrainingQueries.from_index(index), cfg.sampler.batch_size)
-    else:
-        steps = steps_per_epoch(index, cfg.sampler.batch_size, rows)
+    regime = regimes.regime_of(cfg.train.loss)
+    steps = regime.steps(index, cfg, rows)
     keras.utils.set_random_seed(cfg.seed)
     sharded = ps_training.is_parameter_server(strategy)
     if sharded:  # tables and slots row-sharded over the parameter servers
@@ -391,20 +382,8 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
             trainer.fit(last_epoch, first_epoch, first_step, callbacks, verbose if chief else 0)
             return
         where = {"seed": cfg.seed, "initial_epoch": first_epoch, "initial_step": first_step, "epochs": last_epoch}
-        if k_vs_all:
-            dataset = make_query_dataset(index, cfg.sampler, joint=cfg.model.joint, **where)
-        else:
-            full_softmax = model.objective.candidates == "all"
-            read = {f for o in model.objectives for f in o.features}
-            dataset = make_train_dataset(
-                index,
-                cfg.sampler,
-                full_softmax=full_softmax,
-                slot_rows="pair_labels_tail" in read,
-                pair_labels="pair_labels" in read,
-                rows=rows,
-                **where,
-            )
+        reads = {f for o in model.objectives for f in o.features}
+        dataset = regime.dataset(index, cfg, reads, rows=rows, **where)
         rest_of_epoch = _EndAfterOneEpoch() if first_step else None  # the progress bar counts to the run's epochs
         model.fit(
             dataset,

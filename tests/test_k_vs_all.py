@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from jobi_tf import regimes
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 from jobi_tf.errors import ConfigError
-from jobi_tf.objectives import KvsAll, get_objective
+from jobi_tf.losses import get as get_objective
+from jobi_tf.losses.k_vs_all import KvsAll
 from jobi_tf.sampling import TrainingQueries, make_query_dataset
 from jobi_tf.training import train
 
@@ -106,6 +108,6 @@ def test_a_k_vs_all_run_learns_and_resumes(tmp_path):
 
 def test_k_vs_all_refuses_sampler_only_settings():
     with pytest.raises(ConfigError, match="--shared-negatives: has no meaning with --loss k-vs-all"):
-        RunConfig(sampler=SamplerConfig(shared_negatives=10), train=TrainConfig(loss="k-vs-all"))
+        regimes.check(RunConfig(sampler=SamplerConfig(shared_negatives=10), train=TrainConfig(loss="k-vs-all")))
     with pytest.raises(ConfigError, match="--init-from: is not supported with --loss k-vs-all"):
-        TrainConfig(loss="k-vs-all", init_from="runs/old")
+        regimes.check(RunConfig(train=TrainConfig(loss="k-vs-all", init_from="runs/old")))

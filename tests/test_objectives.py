@@ -7,17 +7,12 @@ import pytest
 import tensorflow as tf
 from random_batches import sampled_batch
 
+from jobi_tf.losses import get as get_objective
+from jobi_tf.losses.full_softmax import FullSoftmax
+from jobi_tf.losses.sampled_softmax import SampledSoftmax
 from jobi_tf.models import JoBiModel, get_scorer
 from jobi_tf.models.scorers import heads_against_own_rows
-from jobi_tf.objectives import (
-    FullSoftmax,
-    Objective,
-    PairBCE,
-    RelationPrediction,
-    SampledSoftmax,
-    ScoredBatch,
-    get_objective,
-)
+from jobi_tf.objectives import Objective, PairBCE, RelationPrediction, ScoredBatch
 from jobi_tf.runtime import cpu_has_native_bfloat16
 
 
@@ -63,12 +58,12 @@ def test_heads_hold_one_objective_each_scoring_the_same_candidates():
     assert [o.head for o in sampled.objectives] == [0, 1]
     full = JoBiModel(num_entities=5, num_relations=2, dim=2, joint=True, loss="full-softmax")
     assert [type(o) for o in full.objectives] == [FullSoftmax, PairBCE]
-    assert full.pair_objective.candidates == "all"
+    assert full.pair_objective.regime == "1-vs-all"
     assert full.pair_objective.features == ("pair_labels_tail", "pair_labels_head")
     with pytest.raises(ValueError, match="loss="):
         get_objective("margin")
-    with pytest.raises(ValueError, match="candidates="):
-        PairBCE(candidates="some")
+    with pytest.raises(ValueError, match="regime="):
+        PairBCE(regime="some")
 
 
 def test_both_heads_share_one_gather_of_the_candidates():

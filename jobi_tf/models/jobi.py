@@ -17,17 +17,11 @@ import math
 import keras
 import tensorflow as tf
 
-from jobi_tf.config import MATMUL_DTYPES, REGULARIZERS
+from jobi_tf import losses, regularizers
+from jobi_tf.config import MATMUL_DTYPES
 from jobi_tf.models.scorers import Scorer, get_scorer
-from jobi_tf.objectives import (
-    OBJECTIVES,
-    Objective,
-    PairBCE,
-    RelationPrediction,
-    ScoredBatch,
-    get_objective,
-    replica_share,
-)
+from jobi_tf.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, ScoredBatch, replica_share
+from jobi_tf.regularizers import Regularizer
 from jobi_tf.sharding import ShardedTable, glorot_blocks
 from jobi_tf.types import HEAD, RELATION, TAIL
 
@@ -63,19 +57,20 @@ class JoBiModel(keras.Model):
         alpha: weight of the pair loss. Default 0.5.
         regularization: weight of the penalty named by ``regularizer``. Default 0 (the
             paper uses none).
-        regularizer: ``"l2"``: the mean over the rows a batch uses (negatives included) of
-            ``||x|| / sqrt(width)``, PyKEEN's ComplEx default; ``"n3"``: the sum of the cubed
-            component moduli of the positive's head, relation and tail rows (Lacroix et al.,
-            2018), which damps rarely seen entities more than frequent ones.
+        regularizer: a name of `jobi_tf.regularizers` (``"l2"``: the mean over the rows a
+            batch uses, negatives included, of ``||x|| / sqrt(width)``, PyKEEN's ComplEx
+            default; ``"n3"``: the cubed component moduli of the positive's head, relation
+            and tail rows, Lacroix et al. 2018) or a `jobi_tf.regularizers.Regularizer` of your
+            own (its config then holds ``regularizer=None``: pass it again to ``from_config``).
         relation_penalty: with ``"n3"``, the factor on the relation rows' terms. Default 1;
             0 penalises entity rows only; WN18RR needs a small one (see `jobi_tf.config.TrainConfig`).
-        loss: the triple head's objective: ``"sampled-softmax"``, ``"full-softmax"`` (see
-            `jobi_tf.objectives.OBJECTIVES`) or an `jobi_tf.objectives.Objective` of your own
-            (its config then holds ``loss=None``: pass it again to ``from_config``). The pair
-            head trains `jobi_tf.objectives.PairBCE` over the same candidates.
-        label_smoothing: ε of ``full-softmax``'s targets (`jobi_tf.objectives.FullSoftmax`).
+        loss: the triple head's objective: a name of `jobi_tf.losses` (``"sampled-softmax"``,
+            ``"full-softmax"``, ...) or an `jobi_tf.objectives.Objective` of your own (its
+            config then holds ``loss=None``: pass it again to ``from_config``). The pair head
+            trains `jobi_tf.objectives.PairBCE` over the same candidates.
+        label_smoothing: ε of the targets of the losses that take it (``full-softmax``, ``k-vs-all``).
         slot_weight: ``full-softmax`` only: how much more the entities of the asked slot
-            weigh in the training softmax (`jobi_tf.objectives.FullSoftmax`; 0 = off).
+            weigh in the training softmax (0 = off).
         relation_prediction: weight of the auxiliary `jobi_tf.objectives.RelationPrediction`
             loss (0: none; Chen et al. 2021 use 4 on FB15k-237).
         matmul_dtype: ``"float32"`` (default) or ``"bfloat16"``: the dtype of the training
@@ -116,9 +111,9 @@ class JoBiModel(keras.Model):
         dim: int = 200,
         joint: bool = False,
         alpha: float = 0.5,
-        loss: str = "sampled-softmax",
+        loss: str | Objective = "sampled-softmax",
         regularization: float = 0.0,
-        regularizer: str = "l2",
+        regularizer: str | Regularizer = "l2",
         relation_penalty: float = 1.0,
         init: str = "table-glorot",
         reciprocal: bool = False,
@@ -136,7 +131,7 @@ class JoBiModel(keras.Model):
                 f"num_entities and num_relations must be >= 1. Received: num_entities={num_entities}, "
                 f"num_relations={num_relations}"
             )
-        self.objective = get_objective(loss, label_smoothing=label_smoothing, slot_weight=slot_weight)
+        self.objective = losses.get(loss, label_smoothing=label_smoothing, slot_weight=slot_weight)
         self.label_smoothing = label_smoothing
         self.slot_weight = slot_weight
         if relation_prediction < 0:
@@ -147,7 +142,7 @@ class JoBiModel(keras.Model):
         self.matmul_dtype = matmul_dtype
         self.relation_objective = RelationPrediction() if relation_prediction else None
         # The pair head scores the same candidates as the triple head (sampled or all).
-        self.pair_objective = PairBCE(candidates=self.objective.candidates) if joint else None
+        self.pair_objective = PairBCE(regime=self.objective.regime) if joint else None
         self.num_entities = num_entities
         self.num_relations = num_relations
         self.scorer = get_scorer(model)
@@ -155,12 +150,11 @@ class JoBiModel(keras.Model):
         self.dim = dim
         self.joint = joint
         self.alpha = alpha
-        if regularizer not in REGULARIZERS:
-            raise ValueError(f"regularizer must be one of {REGULARIZERS}. Received: regularizer={regularizer!r}")
+        self.penalty = regularizers.get(regularizer, relation_penalty=relation_penalty)
         self.regularization = regularization
-        self.regularizer = regularizer
+        self.regularizer = regularizer if isinstance(regularizer, str) else None  # (the config's name)
         self.relation_penalty = relation_penalty
-        self.loss_kind = _objective_name(self.objective)
+        self.loss_kind = losses.name_of(self.objective)
         self.init = init
         self.reciprocal = reciprocal
         rows = num_relations * (2 if reciprocal else 1)
@@ -195,7 +189,7 @@ class JoBiModel(keras.Model):
 
     def _check_shardable(self) -> None:
         """Sharded tables are read a row at a time: refuse what reads a whole table."""
-        if self.objective.candidates != "sampled":
+        if self.objective.regime != SAMPLED:
             raise ValueError(
                 f"table_shards: loss {self.loss_kind!r} scores every entity (a whole-table read each step); "
                 "sharded tables train with sampled softmax"
@@ -354,7 +348,7 @@ class JoBiModel(keras.Model):
             out.update(objective.logits(batch))
         penalty = None
         if self.regularization:
-            penalty = self.regularization * replica_share(tf.reduce_mean(self._penalty(batch)))
+            penalty = self.regularization * replica_share(tf.reduce_mean(self.penalty.penalty(batch.factors())))
         return out, penalty
 
     def _check_features(self, features: dict[str, tf.Tensor]) -> None:
@@ -365,29 +359,6 @@ class JoBiModel(keras.Model):
                 f"{missing} that the input lacks: train on batches from jobi_tf.sampling.make_train_dataset, "
                 "or pass an int [B, 3] tensor of triples to score them"
             )
-
-    def _penalty(self, batch: ScoredBatch) -> tf.Tensor:
-        """``[B]``: the regularizer's value per example, over the rows the batch was scored with.
-
-        ``n3``: the positive's head, tail and the relation rows its scores used (with
-        1-vs-all and ``reciprocal``, both the forward and the inverse row; with k-vs-all, the
-        rows of each query's representative triple, as `jobi_tf.sampling.TrainingQueries`
-        builds it); ``l2``: those and the sampled candidates' rows.
-        """
-        positive = batch.penalty_rows["positive"]
-        if self.objective.candidates in ("all", "queries"):
-            positive = list(batch.rows.values())
-        if self.regularizer == "n3":
-            entities = [batch.rows["head"], batch.rows["tail"]]
-            relations = [x for x in positive if not any(x is e for e in entities)]  # relation (and inverse) rows
-            terms = [self.scorer.cubed_norm(x) for x in entities]
-            if self.relation_penalty:  # (× 1 is exact: runs from before the factor train the same)
-                terms += [self.relation_penalty * self.scorer.cubed_norm(x) for x in relations]
-            return tf.add_n(terms)
-        used = [*positive, *batch.candidate_rows]
-        norms = [tf.norm(x, axis=-1) / tf.sqrt(tf.cast(tf.shape(x)[-1], x.dtype)) for x in used]
-        flat = [n if n.shape.rank == 2 else n[:, None] for n in norms]
-        return tf.reduce_mean(tf.concat(flat, axis=1), axis=1)
 
     def loss_terms(self, features: dict[str, tf.Tensor], logits: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Each objective's loss, unweighted: ``triple_loss``, and ``pair_loss`` (``joint``) and
@@ -455,11 +426,6 @@ class JoBiModel(keras.Model):
             "matmul_dtype": self.matmul_dtype,
             "name": self.name,
         }
-
-
-def _objective_name(objective: Objective) -> str | None:
-    """The ``loss`` name a config can hold for ``objective`` (None for a user's own)."""
-    return next((name for name, cls in OBJECTIVES.items() if type(objective) is cls), None)
 
 
 def _checked_triples(triples) -> tf.Tensor:

@@ -305,14 +305,17 @@ def test_reciprocal_sampled_softmax_needs_one_side_per_positive():
     m = JoBiModel(num_entities=12, num_relations=3, model="complex", dim=4, reciprocal=True)
     with pytest.raises(ValueError, match="positive_corrupt_tail"):
         m(x)
+    from jobi_tf import regimes
     from jobi_tf.config import RunConfig, SamplerConfig
 
     with pytest.raises(ConfigError, match="--reciprocal.*per-positive"):
-        RunConfig(sampler=SamplerConfig(corrupt_side="per-negative"), model=ModelConfig(reciprocal=True))
-    RunConfig(  # the full softmax scores both queries separately: any side setting is fine
-        sampler=SamplerConfig(corrupt_side="per-negative"),
-        model=ModelConfig(reciprocal=True),
-        train=TrainConfig(loss="full-softmax"),
+        regimes.check(RunConfig(sampler=SamplerConfig(corrupt_side="per-negative"), model=ModelConfig(reciprocal=True)))
+    regimes.check(
+        RunConfig(  # the full softmax scores both queries separately: any side setting is fine
+            sampler=SamplerConfig(corrupt_side="per-negative"),
+            model=ModelConfig(reciprocal=True),
+            train=TrainConfig(loss="full-softmax"),
+        )
     )
 
 

@@ -1,0 +1,69 @@
+"""The triple head's losses (``--loss``): one module each, named by its file.
+
+``full_softmax.py`` is ``--loss full-softmax`` (`jobi_tf.plugins`): an
+`jobi_tf.objectives.Objective` subclass bound to the module's ``LOSS``. The class says which
+regime trains it (``regime``: sampled negatives, 1-vs-all or k-vs-all, `jobi_tf.regimes`),
+which features it reads and which `jobi_tf.config.TrainConfig` fields it takes
+(``options``); a new loss is a new module here and nothing else. The pair head's loss
+(`jobi_tf.objectives.PairBCE`) and relation prediction are not ``--loss`` choices: they
+live in `jobi_tf.objectives`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from jobi_tf import plugins
+from jobi_tf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from jobi_tf.config import RunConfig
+    from jobi_tf.objectives import Objective
+
+__all__ = ["names", "loss_class", "get", "name_of", "check"]
+
+
+def names() -> tuple[str, ...]:
+    """The ``--loss`` choices: this folder's modules."""
+    return plugins.names("loss")
+
+
+def loss_class(name: str) -> type[Objective]:
+    return plugins.load("loss", name)
+
+
+def get(name: str | Objective, **settings: Any) -> Objective:
+    """The triple head's objective for a ``--loss`` name, given the
+    `jobi_tf.config.TrainConfig` settings a model holds (``label_smoothing=...``); an
+    `Objective` is returned as is.
+
+    Raises:
+        ValueError: a setting moved from its off value that this loss does not take (the
+            message names the losses that do).
+    """
+    from jobi_tf.objectives import Objective  # (the base class imports TensorFlow)
+
+    if isinstance(name, Objective):
+        return name
+    cls = loss_class(name)
+    wrong = plugins.misplaced("loss", name, settings)
+    if wrong:
+        option, takers = wrong
+        raise ValueError(f"{option} needs loss={' or '.join(map(repr, takers))}. Received: loss={name!r}")
+    return cls(**{k: settings[k] for k in cls.options if k in settings})
+
+
+def name_of(objective: Objective) -> str | None:
+    """The ``--loss`` name of ``objective``'s class (None for an objective of your own)."""
+    return next((n for n in names() if type(objective) is loss_class(n)), None)
+
+
+def check(cfg: RunConfig) -> None:
+    """Refuse a loss setting moved from its off value that ``--loss`` does not take
+    (``--label-smoothing`` with sampled negatives), then what the loss refuses itself."""
+    wrong = plugins.misplaced("loss", cfg.train.loss, dataclasses.asdict(cfg.train))
+    if wrong:
+        option, takers = wrong
+        raise ConfigError(option, f"needs --loss {' or '.join(takers)}")
+    loss_class(cfg.train.loss).check(cfg)

@@ -1,0 +1,35 @@
+"""The positive in a softmax over it and its sampled negatives (the paper's loss)."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from jobi_tf.objectives import MASKED_LOGIT, SAMPLED, TRIPLE_HEAD, Objective, ScoredBatch
+
+__all__ = ["SampledSoftmax"]
+
+
+class SampledSoftmax(Objective):
+    """Negative log-likelihood of the positive in a softmax over it and its sampled negatives.
+
+    ``L = logsumexp(logits) - logits[0]`` per positive, batch-averaged; a candidate equal to
+    the positive (``valid_negative`` False) is masked out of the softmax.
+    """
+
+    regime = SAMPLED
+    features = ("valid_negative",)
+
+    def __init__(self, head: int = TRIPLE_HEAD, name: str | None = None) -> None:
+        super().__init__(head, name)
+        self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, name=f"{self.name}_loss")
+
+    def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
+        valid = tf.pad(batch.features["valid_negative"], [[0, 0], [1, 0]], constant_values=True)
+        return {self.name: tf.where(valid, batch.sampled()[:, self.head], MASKED_LOGIT)}
+
+    def loss(self, features, logits):
+        return self._loss(tf.zeros_like(features["triples"][:, 0]), logits[self.name])
+
+
+LOSS = SampledSoftmax

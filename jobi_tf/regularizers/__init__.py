@@ -1,0 +1,87 @@
+"""Regularizers: a penalty on the rows a training batch was scored with.
+
+Each module of this folder is one regularizer, named by its file (``n3.py`` is
+``--regularizer n3``; `jobi_tf.plugins`): a `Regularizer` subclass bound to the module's
+``REGULARIZER``. A new one is a new module here and nothing else: the flag, ``config.json``,
+the model and every regime pick it up.
+
+A regularizer sees the batch's `jobi_tf.objectives.Factors` (the positive's head and tail
+rows, the relation rows its scores used, the sampled candidates' rows) and returns one value
+per positive; the model weighs their mean by ``--regularization`` (kbc's ``Regularizer``
+consumes its model's factors the same way).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from jobi_tf import plugins
+from jobi_tf.errors import ConfigError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from jobi_tf.config import RunConfig
+    from jobi_tf.objectives import Factors
+
+__all__ = ["Regularizer", "get", "names", "check"]
+
+
+class Regularizer:
+    """A penalty per positive over the rows its scores used.
+
+    Subclasses implement `penalty` and may name, in ``options``, the `jobi_tf.config.TrainConfig`
+    fields they read besides ``regularization`` (their constructor's keyword arguments); a
+    run that sets such a field without choosing a regularizer that reads it is refused.
+    """
+
+    options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **options: Any) -> None:
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} takes no {unknown}. Received: {options!r}")
+        self.settings = options
+
+    def penalty(self, factors: Factors) -> tf.Tensor:
+        """``[B]``: the penalty of each positive (unweighted)."""
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, cfg: RunConfig) -> None:
+        """Refuse, as a `jobi_tf.errors.ConfigError`, a run this regularizer cannot train."""
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Regularizer:
+        """The regularizer with its ``options`` read from a `jobi_tf.config.TrainConfig`."""
+        return cls(**{name: getattr(settings, name) for name in cls.options})
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.settings.items())})"
+
+
+def names() -> tuple[str, ...]:
+    """The ``--regularizer`` choices: this folder's modules."""
+    return plugins.names("regularizer")
+
+
+def get(name: str | Regularizer, **settings: Any) -> Regularizer:
+    """The regularizer ``name`` with the settings it takes (a model passes every regularizer
+    setting it holds; the others are dropped); a `Regularizer` is returned as is."""
+    if isinstance(name, Regularizer):
+        return name
+    cls = plugins.load("regularizer", name)
+    return cls(**{k: v for k, v in settings.items() if k in cls.options})
+
+
+def check(cfg: RunConfig) -> None:
+    """Refuse a regularizer setting moved from its off value that the chosen regularizer
+    does not take (``--relation-penalty`` without ``--regularizer n3``), then what the
+    chosen one refuses itself."""
+    name = cfg.train.regularizer
+    wrong = plugins.misplaced("regularizer", name, dataclasses.asdict(cfg.train))
+    if wrong:
+        option, takers = wrong
+        raise ConfigError(option, f"needs --regularizer {' or '.join(takers)}")
+    plugins.load("regularizer", name).check(cfg)
