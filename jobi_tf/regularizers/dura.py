@@ -26,8 +26,8 @@ class DURA(Regularizer):
 
     The sum runs over the relation rows the scores used (`jobi_tf.objectives.Factors`): with
     1-vs-all and ``reciprocal``, ``r`` and ``r⁻¹``, the two examples kbc's doubled data make
-    of one triple. This model averages over positives, kbc over examples, so a kbc weight
-    ``w`` is ``w / 2`` here.
+    of one triple. The 1-vs-all loss sums the same two directions per positive, so the
+    paper's weights (kbc's, per example) carry over unchanged.
     """
 
     @classmethod
