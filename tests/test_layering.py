@@ -119,3 +119,13 @@ def test_choice_lists_agree_with_their_registries():
     assert REGULARIZERS == regularizers.names() and {"l2", "n3"} <= set(REGULARIZERS)
     assert all(issubclass(losses.loss_class(n), Objective) for n in LOSSES)
     assert all(issubclass(type(regularizers.get(n)), Regularizer) for n in REGULARIZERS)
+
+
+def test_every_package_of_the_library_is_installed():
+    """pyproject.toml lists the packages a wheel holds: a folder missing there works in an
+    editable install and is absent from ``pip install .`` (a plug-in folder was, once)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {m for m, path in _modules().items() if path.name == "__init__.py"}
+    assert found == listed
