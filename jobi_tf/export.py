@@ -62,6 +62,7 @@ from jobi_tf.errors import ExportError
 from jobi_tf.loading import load_index
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import Scorer
+from jobi_tf.models.tables import Queries
 from jobi_tf.runs import RunFolder
 from jobi_tf.types import HEAD, RELATION, TAIL
 
@@ -281,11 +282,11 @@ class TripleScorerModule(tf.Module):
         h, r = self.entity_ids.lookup(head), self.relation_ids.lookup(relation)
         found = (h >= 0) & (r >= 0)
         h, r = self._safe(found, h), self._safe(found, r)
-        entities, relations = _read(self.entity_embeddings), _read(self.triple_relations)
-        query = self._scorer.tail_query(tf.gather(entities, h), tf.gather(relations, r))
+        entities = _read(self.entity_embeddings)
+        query = self._queries(entities, self.triple_relations).tail(h, r)
         soft = None
         if min_pair is not None and self.pair_relations is not None:  # the pair head's query for the same slot
-            soft = (self._scorer.tail_query(tf.gather(entities, h), tf.gather(_read(self.pair_relations), r)), min_pair)
+            soft = (self._queries(entities, self.pair_relations).tail(h, r), min_pair)
         keys = h * self.num_relations + r
         names, scores = self._top_k(entities, query, keys, self.known_tails, found, k, slots, r, soft)
         out = {"tails": names, "scores": scores, "found": found}
@@ -330,10 +331,10 @@ class TripleScorerModule(tf.Module):
         found = (r >= 0) & (t >= 0)
         r, t = self._safe(found, r), self._safe(found, t)
         entities = _read(self.entity_embeddings)
-        query = self._head_query(entities, _read(self.triple_relations), r, t)
+        query = self._queries(entities, self.triple_relations).head(r, t)
         soft = None
         if min_pair is not None and self.pair_relations is not None:  # (traced, not exported, without it)
-            soft = (self._head_query(entities, _read(self.pair_relations), r, t), min_pair)
+            soft = (self._queries(entities, self.pair_relations).head(r, t), min_pair)
         keys = t * self.num_relations + r
         names, scores = self._top_k(entities, query, keys, self.known_heads, found, k, slots, r, soft)
         out = {"heads": names, "scores": scores, "found": found}
@@ -341,11 +342,16 @@ class TripleScorerModule(tf.Module):
             out["probabilities"] = self._probability(scores, r + self.num_relations if self._reciprocal else r)
         return out
 
-    def _head_query(self, entities: tf.Tensor, relations: tf.Tensor, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        """The same expressions as JoBiModel.head_queries, for either head's relation table."""
-        if self._reciprocal:
-            return self._scorer.tail_query(tf.gather(entities, t), tf.gather(relations, r + self.num_relations))
-        return self._scorer.head_query(tf.gather(relations, r), tf.gather(entities, t))
+    def _queries(self, entities: tf.Tensor, relation_table: tf.Variable) -> Queries:
+        """The model's own query expressions (`jobi_tf.models.tables.Queries`), over value reads."""
+        relations = _read(relation_table)
+        return Queries(
+            self._scorer,
+            lambda ids: tf.gather(entities, ids),
+            lambda ids: tf.gather(relations, ids),
+            self.num_relations,
+            self._reciprocal,
+        )
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
     def predict_relation(self, head: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:

@@ -12,7 +12,7 @@ the regularizer's penalty goes through ``add_loss``. Keras's ``train_step`` is k
 
 from __future__ import annotations
 
-import math
+import functools
 
 import keras
 import tensorflow as tf
@@ -20,27 +20,13 @@ import tensorflow as tf
 from jobi_tf import losses, regularizers
 from jobi_tf.config import MATMUL_DTYPES
 from jobi_tf.models.scorers import Scorer, get_scorer
+from jobi_tf.models.tables import Queries, make_tables, rows
 from jobi_tf.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, ScoredBatch, replica_share
 from jobi_tf.regularizers import Regularizer
-from jobi_tf.sharding import ShardedTable, glorot_blocks
+from jobi_tf.sharding import ShardedTable
 from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = ["JoBiModel"]
-
-
-def _rows(table: keras.Variable | ShardedTable, ids: tf.Tensor) -> tf.Tensor:
-    """Rows ``ids`` of an embedding table, read as a sparse gather of the variable itself
-    (of the blocks that hold them, for a table sharded over parameter servers).
-
-    Why not ``tf.gather(table, ids)``: that converts the Keras variable to a tensor first (a
-    read of the whole table); without XLA the optimizer's later row update then finds the
-    table's buffer still shared with that read and copies the whole table (seconds per step
-    for a 2M-row table). Gathering from the backing ``tf.Variable`` reads only the rows.
-    """
-    if isinstance(table, ShardedTable):
-        return table.gather(ids)
-    backing = getattr(table, "value", table)
-    return tf.gather(backing if isinstance(backing, tf.Variable) else table, ids)
 
 
 @keras.saving.register_keras_serializable(package="jobi_tf")
@@ -157,31 +143,18 @@ class JoBiModel(keras.Model):
         self.loss_kind = losses.name_of(self.objective)
         self.init = init
         self.reciprocal = reciprocal
-        rows = num_relations * (2 if reciprocal else 1)
+        relation_rows = num_relations * (2 if reciprocal else 1)  # reciprocal: row r + R is r's inverse
         ew, rw = self.scorer.entity_width(dim), self.scorer.relation_width(dim)
+        shapes = {"entity_embeddings": (num_entities, ew), "triple_relations": (relation_rows, rw)}
+        if joint:
+            shapes["pair_relations"] = (relation_rows, rw)
         self.table_shards = table_shards
         if table_shards:
             self._check_shardable()
-            sharded = lambda name, shape, shards, stream: ShardedTable(  # noqa: E731
-                glorot_blocks(*shape, table_seed, stream, init), shards, f"{self.name}/{name}", shape=shape
-            )
-            self.entity_embeddings = sharded(
-                "entity_embeddings", (num_entities, ew), min(table_shards, num_entities), 0
-            )
-            self.triple_relations = sharded("triple_relations", (rows, rw), 1, 1)
-            self.pair_relations = sharded("pair_relations", (rows, rw), 1, 2) if joint else None
-        else:
-            self.entity_embeddings = self.add_weight(
-                shape=(num_entities, ew), initializer=_initializer(init, ew), name="entity_embeddings"
-            )
-            self.triple_relations = self.add_weight(
-                shape=(rows, rw), initializer=_initializer(init, rw), name="triple_relations"
-            )
-            self.pair_relations = (
-                self.add_weight(shape=(rows, rw), initializer=_initializer(init, rw), name="pair_relations")
-                if joint
-                else None
-            )
+        tables = make_tables(self, shapes, init, table_shards, table_seed)
+        self.entity_embeddings = tables["entity_embeddings"]
+        self.triple_relations = tables["triple_relations"]
+        self.pair_relations = tables.get("pair_relations")
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
         self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
@@ -253,48 +226,49 @@ class JoBiModel(keras.Model):
                 self.optimizer.build(self.trainable_variables)
 
     # -- queries of the triple head (evaluation and export use only these) ---------------
+    @property
+    def triple_queries(self) -> Queries:
+        """The triple head's queries (evaluation and export rank with these)."""
+        return self._queries(self.triple_relations)
+
+    @property
+    def pair_queries(self) -> Queries:
+        """The pair head's queries: their dot with an entity's row is the logit that it fits
+        the asked slot (``joint`` only)."""
+        if self.pair_relations is None:
+            raise ValueError("this model has no pair head (joint=False)")
+        return self._queries(self.pair_relations)
+
+    def _queries(self, relation_table) -> Queries:
+        relation_rows = functools.partial(rows, relation_table)
+        return Queries(self.scorer, self.entity_rows, relation_rows, self.num_relations, self.reciprocal)
+
     def tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
         """``[B, W]`` queries whose dot with ``entity_embeddings[t]`` is ``s_tri(h, r, t)``."""
-        return self.scorer.tail_query(_rows(self.entity_embeddings, heads), _rows(self.triple_relations, relations))
+        return self.triple_queries.tail(heads, relations)
 
     def head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
         """``[B, W]`` queries whose dot with ``entity_embeddings[h]`` scores ``h`` as the head:
         ``s_tri(h, r, t)``, or with ``reciprocal`` ``s_tri(t, r⁻¹, h)``."""
-        tails = _rows(self.entity_embeddings, tails)
-        if self.reciprocal:
-            return self.scorer.tail_query(tails, _rows(self.triple_relations, self._inverse(relations)))
-        return self.scorer.head_query(_rows(self.triple_relations, relations), tails)
+        return self.triple_queries.head(relations, tails)
 
     def pair_tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
-        """``[B, W]`` pair-head queries: their dot with ``entity_embeddings[e]`` is the logit that
-        ``e`` fits the tail slot of ``relations`` for these heads (``joint`` only)."""
-        return self.scorer.tail_query(_rows(self.entity_embeddings, heads), _rows(self._pair_table(), relations))
+        """``[B, W]`` pair-head queries for the tail slot (``joint`` only)."""
+        return self.pair_queries.tail(heads, relations)
 
     def pair_head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
-        """``[B, W]`` pair-head queries for the head slot (as `head_queries`, with the pair table)."""
-        tails = _rows(self.entity_embeddings, tails)
-        if self.reciprocal:
-            return self.scorer.tail_query(tails, _rows(self._pair_table(), self._inverse(relations)))
-        return self.scorer.head_query(_rows(self._pair_table(), relations), tails)
-
-    def _pair_table(self) -> keras.Variable:
-        if self.pair_relations is None:
-            raise ValueError("this model has no pair head (joint=False)")
-        return self.pair_relations
-
-    def _inverse(self, relations: tf.Tensor) -> tf.Tensor:
-        """Row ids of the inverse relations (``reciprocal`` only)."""
-        return relations + tf.constant(self.num_relations, relations.dtype)
+        """``[B, W]`` pair-head queries for the head slot (``joint`` only)."""
+        return self.pair_queries.head(relations, tails)
 
     def score_triples(self, triples: tf.Tensor) -> tf.Tensor:
         """``[B]`` triple-head scores of int ``[B, 3]`` triples (the forward relation's, with
         ``reciprocal``: what ranks tails)."""
-        head, tail = _rows(self.entity_embeddings, triples[:, HEAD]), _rows(self.entity_embeddings, triples[:, TAIL])
-        return self.scorer.score(head, _rows(self.triple_relations, triples[:, RELATION]), tail)
+        head, tail = self.entity_rows(triples[:, HEAD]), self.entity_rows(triples[:, TAIL])
+        return self.scorer.score(head, rows(self.triple_relations, triples[:, RELATION]), tail)
 
     def entity_rows(self, ids: tf.Tensor) -> tf.Tensor:
-        """Rows ``ids`` of the entity table (a row gather, see `_rows`)."""
-        return _rows(self.entity_embeddings, ids)
+        """Rows ``ids`` of the entity table (a row gather, see `jobi_tf.models.tables.rows`)."""
+        return rows(self.entity_embeddings, ids)
 
     # -- training ------------------------------------------------------------------------
     def queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
@@ -304,19 +278,18 @@ class JoBiModel(keras.Model):
         ``head``, ``tail``, ``relation`` (triple head) and, with ``reciprocal``, ``inverse``
         (for the score of the positive and the regularizer).
         """
-        h = _rows(self.entity_embeddings, triples[:, HEAD])
-        t = _rows(self.entity_embeddings, triples[:, TAIL])
-        tables = [self.triple_relations] + ([self.pair_relations] if self.joint else [])
-        rels = [_rows(table, triples[:, RELATION]) for table in tables]
-        tail_q = tf.stack([self.scorer.tail_query(h, r) for r in rels], axis=1)
-        rows = {"head": h, "tail": t, "relation": rels[0]}
-        if self.reciprocal:
-            inverse = [_rows(table, self._inverse(triples[:, RELATION])) for table in tables]
-            head_q = tf.stack([self.scorer.tail_query(t, r) for r in inverse], axis=1)
-            rows["inverse"] = inverse[0]
-        else:
-            head_q = tf.stack([self.scorer.head_query(r, t) for r in rels], axis=1)
-        return head_q, tail_q, rows
+        h, t = self.entity_rows(triples[:, HEAD]), self.entity_rows(triples[:, TAIL])
+        heads = [self.triple_queries] + ([self.pair_queries] if self.joint else [])
+        relations = triples[:, RELATION]
+        forward = [q.relation_rows(relations) for q in heads]
+        tail_q = tf.stack([self.scorer.tail_query(h, r) for r in forward], axis=1)
+        used = {"head": h, "tail": t, "relation": forward[0]}
+        backward = forward
+        if self.reciprocal:  # head queries read the inverse rows
+            backward = [q.relation_rows(q.head_relation_ids(relations)) for q in heads]
+            used["inverse"] = backward[0]
+        head_q = tf.stack([q.head_from_rows(r, t) for q, r in zip(heads, backward, strict=True)], axis=1)
+        return head_q, tail_q, used
 
     @property
     def objectives(self) -> list[Objective]:
@@ -437,15 +410,6 @@ def _checked_triples(triples) -> tf.Tensor:
             f"{triples.shape}. Training takes feature dicts from jobi_tf.sampling.make_train_dataset"
         )
     return tf.cast(triples, tf.int32)
-
-
-def _initializer(init: str, width: int) -> keras.initializers.Initializer | str:
-    """``table-glorot``: Glorot-normal over the table (the paper's code); ``row-glorot``: N(0, 2 / width)."""
-    if init == "table-glorot":
-        return "glorot_normal"
-    if init == "row-glorot":
-        return keras.initializers.RandomNormal(stddev=math.sqrt(2.0 / width))
-    raise ValueError(f"init must be 'table-glorot' or 'row-glorot'. Received: {init!r}")
 
 
 def _unscale(loss: tf.Tensor) -> tf.Tensor:
