@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import keras
 import numpy as np
@@ -33,6 +34,9 @@ import tensorflow as tf
 
 from jobi_tf.config import RunConfig
 from jobi_tf.types import RANK_METRICS
+
+if TYPE_CHECKING:
+    from jobi_tf.callbacks import LoopState
 
 __all__ = [
     "RunSummaries",
@@ -64,10 +68,10 @@ class RunSummaries(keras.callbacks.Callback):
 
     Args:
         log_dir: the run's ``tensorboard`` folder.
-        state: the validation callback's loop state (``best_epoch``, ``best_valid``).
+        state: the loop state the validation callback keeps (``best_epoch``, ``best_valid``).
     """
 
-    def __init__(self, log_dir: Path, state: dict) -> None:
+    def __init__(self, log_dir: Path, state: LoopState) -> None:
         super().__init__()
         self.log_dir = Path(log_dir)
         self.state = state
@@ -99,11 +103,11 @@ class RunSummaries(keras.callbacks.Callback):
                     key = "val_" + m.replace("@", "_at_")
                     if key in logs:
                         tf.summary.scalar(f"valid/{m}", logs[key])
-                best = self.state.get("best_valid")
+                best = self.state.best_valid
                 if best:
                     for m in METRICS[:4]:
                         tf.summary.scalar(f"best/valid_{m}", best[m])
-                    tf.summary.scalar("best/epoch", self.state["best_epoch"])
+                    tf.summary.scalar("best/epoch", self.state.best_epoch)
         self.writer.flush()
 
     def on_train_end(self, logs: dict | None = None) -> None:

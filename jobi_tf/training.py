@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
-import math
 import os
 import signal
-import statistics
 import sys
-import threading
-import time
 from pathlib import Path
 
 import keras
@@ -29,7 +24,17 @@ import tensorflow as tf
 
 from jobi_tf import ps_training, regimes, summaries
 from jobi_tf.atomic import write_json_atomic
-from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights
+from jobi_tf.callbacks import (
+    EndAfterOneEpoch,
+    EvaluationCallback,
+    LoopState,
+    PeriodicCheckpoint,
+    StopGuard,
+    Throughput,
+    checkpoint_interrupted,
+    stop_on_signals,
+)
+from jobi_tf.checkpoints import load_checkpoint, load_weights, save_weights
 from jobi_tf.config import RunConfig
 from jobi_tf.data.index import KGIndex
 from jobi_tf.data.vocab import Vocab
@@ -47,7 +52,6 @@ from jobi_tf.runlock import RunLock
 from jobi_tf.runs import RunFolder
 from jobi_tf.runtime import cpu_has_native_bfloat16
 from jobi_tf.sampling import EpochRows
-from jobi_tf.types import RANK_METRICS
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "load_run", "build_model", "make_optimizer"]
 
@@ -81,185 +85,6 @@ def _resolve_optimizer(cfg: RunConfig, num_entities: int, sharded: bool = False)
         else choose_optimizer(cfg.train.optimizer, num_entities)
     )
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, optimizer=chosen))
-
-
-class StopGuard(keras.callbacks.Callback):
-    """Stops ``fit`` at the next batch boundary on SIGINT/SIGTERM or a NaN/Inf loss.
-
-    Why a callback and not Keras's ``TerminateOnNaN``: the run must know *where* it stopped
-    (epoch and step, for the message and for a mid-epoch checkpoint) and must not let the
-    epoch's end validate or checkpoint weights of an epoch that did not finish.
-
-    Args:
-        steps: batches per epoch.
-        first: ``(epoch, step)`` where this session starts (a resumed run may start mid-epoch).
-    """
-
-    def __init__(self, steps: int, first: tuple[int, int] = (0, 0)) -> None:
-        super().__init__()
-        self.steps = steps
-        self.first = first
-        self.epoch, self.step = first
-        self.signal: int | None = None  # set by the signal handler
-        self.bad_loss: float | None = None
-
-    @property
-    def cut_short(self) -> bool:
-        """The current epoch stopped before its last batch (or on a bad loss)."""
-        return self.bad_loss is not None or (self.signal is not None and self.step < self.steps)
-
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self.epoch = epoch
-        self.step = self.first[1] if epoch == self.first[0] else 0
-
-    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self.step += 1
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(float(loss)):
-            self.bad_loss = float(loss)
-            self.model.stop_training = True
-        elif self.signal is not None:
-            self.model.stop_training = True
-
-    def request_stop(self, signum: int, frame=None) -> None:
-        """Signal handler: the first signal stops at the next batch; a second one aborts."""
-        if self.signal is not None:
-            raise KeyboardInterrupt
-        self.signal = signum
-        logger.warning("%s received: stopping after this batch (again to abort)", signal.Signals(signum).name)
-
-
-@contextlib.contextmanager
-def _stop_on_signals(guard: StopGuard):
-    """Route SIGINT and SIGTERM to ``guard`` while training (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, guard.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-class Throughput(keras.callbacks.Callback):
-    """Positives per second of each epoch, added to the epoch's logs (TensorBoard, history).
-
-    Two figures, both over the training steps only (validation excluded):
-    ``positives_per_second`` is the epoch's positives over its wall time;
-    ``positives_per_second_median`` is the median over windows of `WINDOW_POSITIVES`
-    positives, which a busy neighbour on a shared machine moves less (the first window,
-    where XLA compiles, is left out when there are others).
-
-    Args:
-        batch_size: positives per step.
-    """
-
-    WINDOW_POSITIVES = 75_000
-
-    def __init__(self, batch_size: int) -> None:
-        super().__init__()
-        self.batch_size = batch_size
-        self._ends: list[float] = []
-
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._ends = [time.perf_counter()]
-
-    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self._ends.append(time.perf_counter())
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        steps = len(self._ends) - 1
-        if logs is None or steps < 1:
-            return
-        seconds = self._ends[-1] - self._ends[0]
-        per_window = max(1, self.WINDOW_POSITIVES // self.batch_size)
-        edges = self._ends[::per_window]
-        rates = [per_window * self.batch_size / (b - a) for a, b in zip(edges[:-1], edges[1:], strict=True)]
-        rates = rates[1:] if len(rates) > 1 else rates
-        logs["epoch_seconds"] = seconds
-        logs["positives_per_second"] = steps * self.batch_size / seconds
-        logs["positives_per_second_median"] = statistics.median(rates) if rates else logs["positives_per_second"]
-        logger.info(
-            "epoch %d: %d steps in %.1f s, %.0f positives/s (median over windows of %d steps: %.0f)",
-            epoch + 1,
-            steps,
-            seconds,
-            logs["positives_per_second"],
-            per_window,
-            logs["positives_per_second_median"],
-        )
-
-
-class EvaluationCallback(keras.callbacks.Callback):
-    """Filtered validation every ``eval_every`` epochs, early stopping, best weights, checkpoint.
-
-    After each validation it adds ``val_mrr``, ``val_hits_at_{1,3,10}`` to the epoch logs
-    (so TensorBoard, placed after it, records them), saves ``best.weights.npz`` when the
-    monitored validation metric (Hits@10 by default, as the paper) improves, stops after
-    ``patience`` validations without improvement, and writes the resumable ``checkpoint.npz``.
-    """
-
-    def __init__(
-        self,
-        evaluator: FilteredEvaluator,
-        run_dir: Path,
-        eval_every: int,
-        patience: int,
-        state: dict,
-        monitor: str = "hits@10",
-        write: bool = True,
-        guard: StopGuard | None = None,
-    ):
-        super().__init__()
-        self.guard = guard  # an epoch it cut short is neither validated nor checkpointed
-        self.write = write  # False on the workers of a cluster that are not the chief
-        self.monitor = monitor
-        self.evaluator = evaluator
-        self.run_dir = run_dir
-        self.eval_every = eval_every
-        self.patience = patience
-        self.state = state  # best, best_epoch, wait, history, epoch: restored on resume
-        self._clock = (time.monotonic(), state["train_seconds"])
-
-    def elapsed(self) -> float:
-        """Training seconds of this run, over every session that worked on it."""
-        started, before = self._clock
-        return before + time.monotonic() - started
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        logs = logs if logs is not None else {}
-        done = epoch + 1
-        if done % self.eval_every or (self.guard is not None and self.guard.cut_short):
-            return
-        if any(isinstance(v, float) and not math.isfinite(v) for v in logs.values()):
-            return  # never checkpoint non-finite weights
-        metrics = self.evaluator.evaluate(self.model, "valid")
-        for k in (*RANK_METRICS, "type_inconsistent"):
-            logs["val_" + k.replace("@", "_at_")] = metrics[k]
-        summary = {k: metrics[k] for k in RANK_METRICS}
-        self.state["history"].append({"epoch": done, **summary, **{k: float(v) for k, v in logs.items()}})
-        logger.info("epoch %d validation: %s", done, json.dumps(summary))
-        if metrics[self.monitor] > self.state["best"]:
-            self.state.update(best=metrics[self.monitor], best_epoch=done, wait=0, best_valid=metrics)
-            if self.write:
-                save_weights(RunFolder(self.run_dir).best_weights, self.model)
-        else:
-            self.state["wait"] += 1
-            if self.state["wait"] >= self.patience:
-                logger.info("early stopping: no better validation %s for %d validations", self.monitor, self.patience)
-                self.model.stop_training = True
-        self.state["epoch"], self.state["step"] = done, 0
-        self.state["train_seconds"] = self.elapsed()
-        if self.write:
-            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state)
-
-
-def _fresh_state() -> dict:
-    """Loop state kept in checkpoints; ``step``: batches done of epoch ``epoch`` (0 except
-    after an interruption)."""
-    return {"epoch": 0, "step": 0, "best": -1.0, "best_epoch": 0, "wait": 0, "history": [], "train_seconds": 0.0}
 
 
 def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:
@@ -335,39 +160,13 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     regime = regimes.regime_of(cfg.train.loss)
     steps = regime.steps(index, cfg, rows)
     keras.utils.set_random_seed(cfg.seed)
-    sharded = ps_training.is_parameter_server(strategy)
-    if sharded:  # tables and slots row-sharded over the parameter servers
-        model, optimizer = ps_training.build(index, cfg, strategy)
-        trainer = ps_training.ShardedTrainer(model, optimizer, strategy, index, cfg)
-    with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
-        if not sharded:
-            model = build_model(index, cfg)
-            optimizer = make_optimizer(cfg)
-            model.compile(optimizer=optimizer, jit_compile=_jit_compile(cfg, strategy))
-            optimizer.build(model.trainable_variables)
-        state = _fresh_state()
-        if folder.checkpoint.exists():
-            state = {**_fresh_state(), **load_checkpoint(folder.checkpoint, model, optimizer)}
-            logger.info(  # 1-based, as the stop messages count: the next batch is step + 1 of that epoch
-                "resuming %s at epoch %d after step %d", run_dir, state["epoch"] + 1, state["step"]
-            )
-        elif growth is not None:
-            carry_over(growth, model, optimizer, cfg.train.optimizer)
-            state["warm_start"] = {"from": str(growth.source.path), **growth.summary()}
-
+    model, optimizer, trainer, state = _build_or_restore(cfg, run_dir, index, strategy, growth)
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
     if chief:
         summaries.write_hparams(folder.tensorboard, cfg)
-    guard = StopGuard(steps, first=(state["epoch"], state["step"]))
+    guard = StopGuard(steps, first=(state.epoch, state.step))
     validation = EvaluationCallback(
-        evaluator,
-        run_dir,
-        cfg.train.eval_every,
-        cfg.train.patience,
-        state,
-        monitor=cfg.train.monitor,
-        write=chief,
-        guard=guard,
+        evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state, cfg.train.monitor, chief, guard
     )
     callbacks = [guard, Throughput(cfg.sampler.batch_size), validation]
     if cfg.train.checkpoint_steps:
@@ -376,15 +175,16 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         callbacks.append(summaries.RunSummaries(folder.tensorboard, state))
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
+    verbose = verbose if chief else 0
 
     def fit(first_epoch: int, first_step: int, last_epoch: int) -> None:
-        if sharded:
-            trainer.fit(last_epoch, first_epoch, first_step, callbacks, verbose if chief else 0)
+        if trainer is not None:
+            trainer.fit(last_epoch, first_epoch, first_step, callbacks, verbose)
             return
         where = {"seed": cfg.seed, "initial_epoch": first_epoch, "initial_step": first_step, "epochs": last_epoch}
         reads = {f for o in model.objectives for f in o.features}
         dataset = regime.dataset(index, cfg, reads, rows=rows, **where)
-        rest_of_epoch = _EndAfterOneEpoch() if first_step else None  # the progress bar counts to the run's epochs
+        rest_of_epoch = EndAfterOneEpoch() if first_step else None  # the progress bar counts to the run's epochs
         model.fit(
             dataset,
             epochs=cfg.train.epochs if rest_of_epoch else last_epoch,
@@ -392,28 +192,73 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
             steps_per_epoch=steps - first_step,
             callbacks=callbacks + [rest_of_epoch] if rest_of_epoch else callbacks,
             shuffle=False,
-            verbose=verbose if chief else 0,
+            verbose=verbose,
         )
         if rest_of_epoch:
             model.stop_training = rest_of_epoch.asked
 
-    with _stop_on_signals(guard):
-        if state["step"] and not _stopped_early(state, cfg):  # finish the interrupted epoch first
-            resumed = state["epoch"]
-            if verbose and chief:
-                print(f"Resuming epoch {resumed + 1} after step {state['step']} of {steps}", file=sys.stderr)
-            fit(resumed, state["step"], resumed + 1)
-            if not (model.stop_training or guard.signal or guard.bad_loss is not None):
-                state["epoch"], state["step"] = resumed + 1, 0  # (a validation may have set it already)
-                guard.first = (resumed + 1, 0)
-        stopped = model.stop_training or guard.signal is not None or guard.bad_loss is not None
-        if not stopped and state["epoch"] < cfg.train.epochs and not _stopped_early(state, cfg):
-            fit(state["epoch"], 0, cfg.train.epochs)
-    state["train_seconds"] = validation.elapsed()
+    with stop_on_signals(guard):
+        _fit_what_is_left(fit, model, guard, state, cfg, steps, announce=bool(verbose))
+    state.train_seconds = validation.elapsed()
+    _raise_if_stopped(run_dir, model, state, guard, chief)
+    if cfg.distribute.strategy == "multi-worker":
+        state.final_weights_sha256 = weights_digest(model.weights)  # must agree on every worker
+        logger.info("final weights sha256 %s", state.final_weights_sha256)
+    if not chief:
+        kept = ("epoch", "final_weights_sha256")
+        return TrainResult(run_dir, {k: v for k, v in state.to_dict().items() if k in kept})
+    return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
+
+
+def _build_or_restore(cfg, run_dir, index, strategy, growth):
+    """The model and optimizer (a `ps_training.ShardedTrainer` too, on parameter servers),
+    restored from the run's checkpoint or warm-started, and the loop state to go on from."""
+    folder = RunFolder(run_dir)
+    trainer = None
+    if ps_training.is_parameter_server(strategy):  # tables and slots row-sharded over the servers
+        model, optimizer = ps_training.build(index, cfg, strategy)
+        trainer = ps_training.ShardedTrainer(model, optimizer, strategy, index, cfg)
+    with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
+        if trainer is None:
+            model = build_model(index, cfg)
+            optimizer = make_optimizer(cfg)
+            model.compile(optimizer=optimizer, jit_compile=_jit_compile(cfg, strategy))
+            optimizer.build(model.trainable_variables)
+        state = LoopState()
+        if folder.checkpoint.exists():
+            state = LoopState.from_dict(load_checkpoint(folder.checkpoint, model, optimizer))
+            logger.info(  # 1-based, as the stop messages count: the next batch is step + 1 of that epoch
+                "resuming %s at epoch %d after step %d", run_dir, state.epoch + 1, state.step
+            )
+        elif growth is not None:
+            carry_over(growth, model, optimizer, cfg.train.optimizer)
+            state.warm_start = {"from": str(growth.source.path), **growth.summary()}
+    return model, optimizer, trainer, state
+
+
+def _fit_what_is_left(fit, model, guard: StopGuard, state: LoopState, cfg: RunConfig, steps: int, announce: bool):
+    """The rest of an interrupted epoch (its own ``fit``), then the remaining epochs."""
+    patience = cfg.train.patience
+    if state.step and not state.stopped_early(patience):
+        resumed = state.epoch
+        if announce:
+            print(f"Resuming epoch {resumed + 1} after step {state.step} of {steps}", file=sys.stderr)
+        fit(resumed, state.step, resumed + 1)
+        if not (model.stop_training or guard.signal or guard.bad_loss is not None):
+            state.epoch, state.step = resumed + 1, 0  # (a validation may have set it already)
+            guard.first = (resumed + 1, 0)
+    stopped = model.stop_training or guard.signal is not None or guard.bad_loss is not None
+    if not stopped and state.epoch < cfg.train.epochs and not state.stopped_early(patience):
+        fit(state.epoch, 0, cfg.train.epochs)
+
+
+def _raise_if_stopped(run_dir: Path, model, state: LoopState, guard: StopGuard, chief: bool) -> None:
+    """`TrainingStopped` when a bad loss or a signal ended the run (after checkpointing a
+    signal's batch), naming where and what to do."""
     if guard.bad_loss is not None:
         kept = (
-            f"the last good checkpoint (epoch {state['epoch']}) is kept"
-            if folder.checkpoint.exists()
+            f"the last good checkpoint (epoch {state.epoch}) is kept"
+            if RunFolder(run_dir).checkpoint.exists()
             else "no checkpoint had been written yet"
         )
         raise TrainingStopped(
@@ -421,69 +266,13 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
             f"training stopped and {kept} (try a lower --lr)"
         )
     if guard.signal is not None:
-        _checkpoint_interrupted(run_dir, model, state, guard, chief)
+        checkpoint_interrupted(run_dir, model, state, guard, chief)
         name = signal.Signals(guard.signal).name
         raise TrainingStopped(
-            f"{run_dir}: stopped by {name} at epoch {state['epoch'] + 1}, step {state['step']}; checkpoint written, "
+            f"{run_dir}: stopped by {name} at epoch {state.epoch + 1}, step {state.step}; checkpoint written, "
             "rerun the same command to resume",
             exit_code=128 + guard.signal,
         )
-    if cfg.distribute.strategy == "multi-worker":
-        state["final_weights_sha256"] = weights_digest(model.weights)  # must agree on every worker
-        logger.info("final weights sha256 %s", state["final_weights_sha256"])
-    if not chief:
-        return TrainResult(run_dir, {k: state[k] for k in ("epoch", "final_weights_sha256") if k in state})
-    return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
-
-
-class _EndAfterOneEpoch(keras.callbacks.Callback):
-    """Ends a ``fit`` after its first epoch, keeping whether another callback asked to stop.
-
-    Why: a resumed run finishes its interrupted epoch in a ``fit`` of its own; given the run's
-    epochs instead of one, Keras's progress bar reads "Epoch 29/100", not "Epoch 29/29".
-    Appended last, so ``asked`` sees the stop that validation or a signal set in that epoch.
-    """
-
-    asked = False
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.asked = bool(self.model.stop_training)
-        self.model.stop_training = True
-
-
-class PeriodicCheckpoint(keras.callbacks.Callback):
-    """A resumable checkpoint every ``every`` steps inside an epoch (``--checkpoint-steps``).
-
-    Why: a run resumes from its last checkpoint, which validation writes once per
-    ``eval_every`` epochs; at Freebase size an epoch takes hours, and a crash (a lost
-    parameter server, a rebooted machine) would cost all of it. The checkpoint records
-    ``(epoch, step)`` like a signal's, so the resumed run sees the batches an uninterrupted one
-    would. Runs after `StopGuard` in the callback list (it reads the guard's position).
-    """
-
-    def __init__(self, every: int, run_dir: Path, state: dict, guard: StopGuard, write: bool) -> None:
-        super().__init__()
-        self.every, self.run_dir, self.state, self.guard, self.write = every, run_dir, state, guard, write
-
-    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        guard = self.guard
-        if guard.step % self.every or guard.step >= guard.steps or guard.cut_short:
-            return  # not yet; or the epoch's end and a stop, which save on their own
-        if self.write:
-            self.state.update(epoch=guard.epoch, step=guard.step)
-            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state)
-            logger.info("epoch %d, step %d: checkpoint written", guard.epoch + 1, guard.step)
-
-
-def _checkpoint_interrupted(run_dir: Path, model, state: dict, guard: StopGuard, chief: bool) -> None:
-    """Checkpoint the batch where a signal stopped the run, unless a validation just did."""
-    epoch, step = guard.epoch, guard.step
-    if step >= guard.steps:  # the epoch had finished: the next one starts from its beginning
-        epoch, step = epoch + 1, 0
-    if (epoch, step) == (state["epoch"], state["step"]) or not chief:
-        return  # already saved (a validation at this epoch's end), or not ours to write
-    state.update(epoch=epoch, step=step)
-    save_checkpoint(RunFolder(run_dir).checkpoint, model, model.optimizer, state)
 
 
 def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
@@ -559,11 +348,7 @@ def _check_batch_splits(cfg: RunConfig, replicas: int) -> None:
         raise ConfigError("batch_size", f"must be a multiple of {unit} ({what}). Received: {cfg.sampler.batch_size}")
 
 
-def _stopped_early(state: dict, cfg: RunConfig) -> bool:
-    return state["wait"] >= cfg.train.patience
-
-
-def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state: dict, cfg: RunConfig) -> dict:
+def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state: LoopState, cfg: RunConfig) -> dict:
     """Restore the best weights, evaluate on test, write ``metrics.json`` atomically."""
     folder = RunFolder(run_dir)
     best = folder.best_weights
@@ -571,17 +356,17 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         load_weights(best, model)
     else:  # fewer epochs than one validation interval: evaluate the last weights
         save_weights(best, model)
-        state["best_valid"] = evaluator.evaluate(model, "valid")
-        state["best_epoch"] = state["epoch"] = cfg.train.epochs
+        state.best_valid = evaluator.evaluate(model, "valid")
+        state.best_epoch = state.epoch = cfg.train.epochs
     metrics = {
-        "valid": state["best_valid"],
+        "valid": state.best_valid,
         "test": evaluator.evaluate(model, "test"),
-        "epochs": state["epoch"],
-        "best_epoch": state["best_epoch"],
-        "train_seconds": round(state["train_seconds"], 1),
-        "history": state["history"],
-        **({"warm_start": state["warm_start"]} if "warm_start" in state else {}),
-        **({"final_weights_sha256": state["final_weights_sha256"]} if "final_weights_sha256" in state else {}),
+        "epochs": state.epoch,
+        "best_epoch": state.best_epoch,
+        "train_seconds": round(state.train_seconds, 1),
+        "history": state.history,
+        **({"warm_start": state.warm_start} if state.warm_start is not None else {}),
+        **({"final_weights_sha256": state.final_weights_sha256} if state.final_weights_sha256 else {}),
     }
     write_json_atomic(folder.metrics, metrics)
     summaries.write_test(folder.tensorboard, metrics["test"], metrics["valid"], metrics["best_epoch"])

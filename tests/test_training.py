@@ -170,7 +170,7 @@ def test_weights_and_checkpoints_load_back_in_row_blocks(tmp_path, monkeypatch):
 def test_throughput_is_the_epoch_mean_and_the_median_window(monkeypatch):
     """100 steps of 10 positives, 0.1 s each except 10 slow ones of 1.1 s: mean 10 / 0.2 = 50 /s;
     windows of 10 steps, the first (compilation) left out: 9 at 100 /s, so the median is 100."""
-    import jobi_tf.training as training
+    import jobi_tf.callbacks as training
 
     clock = iter(np.cumsum([0.0] + [1.1 if i in range(20, 30) else 0.1 for i in range(100)]))
     monkeypatch.setattr(training.time, "perf_counter", lambda: float(next(clock)))
