@@ -6,25 +6,12 @@ only what the test-time model needs — the entity table and the triple head's r
 table (SimplE's inverse-relation and tail-role halves live in the same rows) — and no pair
 head, optimizer slot or training graph.
 
-Signatures (inputs → outputs; ``B`` is the batch, ``k`` is clipped to ``[0, num_entities]``):
-
-* ``score``: ``head, relation, tail`` string ``[B]`` → ``score`` float32 ``[B]``,
-  ``found`` bool ``[B]``.
-
-A run calibrated with ``jobi-tf calibrate`` (`jobi_tf.calibration`) exports calibrated
-probabilities too: ``probability`` ``[B]`` in ``score``, ``probabilities`` ``[B, k]`` in
-``predict_tail``/``predict_head`` (and their typed forms): ``σ(a_r · score + b_r)``.
-* ``predict_tail`` (also ``serving_default``): ``head, relation`` string ``[B]``, ``k``
-  int32 scalar → ``tails`` string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``.
-* ``predict_head``: ``relation, tail`` string ``[B]``, ``k`` int32 scalar → ``heads``
-  string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``.
-* ``predict_relation``: ``head, tail`` string ``[B]``, ``k`` int32 scalar → ``relations``
-  string ``[B, k]``, ``scores`` float32 ``[B, k]``, ``found`` bool ``[B]``: which relations
-  link ``head`` to ``tail`` (``k`` is clipped to the number of relations).
-* ``predict_tail_typed`` / ``predict_head_typed`` (exported with ``typed``): as
-  ``predict_tail`` / ``predict_head``, among the entities seen in that slot of the relation in
-  training only (type-aware answers; a slot smaller than ``k`` pads the rest with empty
-  names and score ``-inf``).
+The signatures and their input and output names are the serving contract,
+`jobi_tf.serving.contract` (``serving_default`` is ``predict_tail``); ``B`` is the batch and
+``k`` is clipped to the number of candidates. Names are ``[B]`` strings, scores float32; a
+typed signature's slot smaller than ``k`` pads the rest with empty names and score ``-inf``.
+A run calibrated with ``jobi-tf calibrate`` (`jobi_tf.calibration`) exports probabilities
+too: ``probability`` ``[B]`` in ``score``, ``probabilities`` ``[B, k]`` in the others.
 
 Unknown names, the same in every signature: a row with a name outside the vocabulary gets
 ``found = False``, score(s) NaN and empty names; the other rows are answered normally.
@@ -64,12 +51,16 @@ from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import Scorer
 from jobi_tf.models.tables import Queries
 from jobi_tf.runs import RunFolder
+from jobi_tf.serving.contract import (
+    DEFAULT_SIGNATURE,
+    METADATA_FILE,
+    SIGNATURES,
+    SOFT_TYPED_SIGNATURES,
+    TYPED_SIGNATURES,
+)
 from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = [
-    "SIGNATURES",
-    "TYPED_SIGNATURES",
-    "SOFT_TYPED_SIGNATURES",
     "ExportResult",
     "TripleScorerModule",
     "scorer_module",
@@ -81,14 +72,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Signature names; ``serving_default`` is ``predict_tail``.
-SIGNATURES = ("score", "predict_tail", "predict_head", "predict_relation")
-#: Signatures of a ``typed`` export (`ExportConfig.typed`), besides `SIGNATURES`.
-TYPED_SIGNATURES = ("predict_tail_typed", "predict_head_typed")
-#: Signatures of a ``typed`` export with the pair head (`ExportConfig.pair_head`).
-SOFT_TYPED_SIGNATURES = ("predict_tail_soft_typed", "predict_head_soft_typed")
-#: Extra file TensorFlow Serving ignores: what was exported, from where, how.
-METADATA_FILE = "assets.extra/jobi_tf.json"
 
 _NAMES = tf.TensorSpec([None], tf.string)
 _K = tf.TensorSpec([], tf.int32)
@@ -539,7 +522,7 @@ def export_saved_model(
         "pair_head": cfg.pair_head,
         "calibrated": calibration is not None,
         "calibration": None if calibration is None else calibration.method,
-        "signatures": {"serving_default": "predict_tail", **{s: s for s in _signatures(cfg)}},
+        "signatures": {"serving_default": DEFAULT_SIGNATURE, **{s: s for s in _signatures(cfg)}},
         **(metadata or {}),
     }
     base.mkdir(parents=True, exist_ok=True)
@@ -559,7 +542,7 @@ def export_saved_model(
                 pair_relations=pair_table,
             )
             signatures = {name: getattr(module, name) for name in _signatures(cfg)}
-            signatures["serving_default"] = module.predict_tail
+            signatures["serving_default"] = signatures[DEFAULT_SIGNATURE]
             tf.saved_model.save(module, str(staging), signatures=signatures)
         (staging / METADATA_FILE).parent.mkdir(exist_ok=True)
         (staging / METADATA_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")

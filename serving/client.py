@@ -1,15 +1,9 @@
 """Ask an exported jobi-tf model questions: TensorFlow Serving by REST or gRPC, or in-process.
 
-An export (`jobi_tf.export`) has three signatures that take and return *names*:
-
-=============  ==================================  ==============================
-signature      inputs                              outputs
-=============  ==================================  ==============================
-score          head, relation, tail: ``[B]``       score ``[B]``, found ``[B]``
-predict_tail   head, relation: ``[B]``; k: scalar  tails, scores ``[B, k]``; found
-predict_head   relation, tail: ``[B]``; k: scalar  heads, scores ``[B, k]``; found
-predict_relation head, tail: ``[B]``; k: scalar    relations, scores ``[B, k]``; found
-=============  ==================================  ==============================
+An export (`jobi_tf.export`) has signatures that take and return *names*; their inputs and
+outputs are `jobi_tf.serving.contract`'s (``score``: head, relation, tail → score, found;
+``predict_tail``/``predict_head``/``predict_relation``: two names and ``k`` → the top ``k``
+names, their scores and found).
 
 A row with a name the export does not know has ``found = False``, NaN scores and empty
 names; nothing raises. The three backends share one method,
@@ -37,9 +31,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from jobi_tf.serving.contract import FLOAT_INPUTS, INPUTS, OPTIONAL_OUTPUTS, OUTPUTS, STRING_INPUTS
+
 __all__ = [
-    "SIGNATURE_INPUTS",
-    "SIGNATURE_OUTPUTS",
     "ServingError",
     "Answer",
     "rest_url",
@@ -54,39 +48,10 @@ __all__ = [
     "ask",
 ]
 
-#: Input names of each signature, in the order a query reads them.
-SIGNATURE_INPUTS: dict[str, tuple[str, ...]] = {
-    "score": ("head", "relation", "tail"),
-    "predict_tail": ("head", "relation", "k"),
-    "predict_head": ("relation", "tail", "k"),
-    "predict_relation": ("head", "tail", "k"),
-    "predict_tail_typed": ("head", "relation", "k"),  # exports made with --typed
-    "predict_head_typed": ("relation", "tail", "k"),
-    "predict_tail_soft_typed": ("head", "relation", "k", "min_pair_probability"),  # --typed --pair-head
-    "predict_head_soft_typed": ("relation", "tail", "k", "min_pair_probability"),
-}
-#: Output names of each signature.
-SIGNATURE_OUTPUTS: dict[str, tuple[str, ...]] = {
-    "score": ("score", "found"),
-    "predict_tail": ("tails", "scores", "found"),
-    "predict_head": ("heads", "scores", "found"),
-    "predict_relation": ("relations", "scores", "found"),
-    "predict_tail_typed": ("tails", "scores", "found"),
-    "predict_head_typed": ("heads", "scores", "found"),
-    "predict_tail_soft_typed": ("tails", "scores", "found"),
-    "predict_head_soft_typed": ("heads", "scores", "found"),
-}
-_STRING_INPUTS = ("head", "relation", "tail")
-_FLOAT_INPUTS = ("min_pair_probability",)
-
 
 def _scalar(name: str, value):
     """A scalar input as its signature declares it: ``k`` int32, ``min_pair_probability`` float32."""
-    return float(value) if name in _FLOAT_INPUTS else int(value)
-
-
-#: Outputs a calibrated export adds (``jobi-tf calibrate``): ``probability`` / ``probabilities``.
-OPTIONAL_OUTPUTS = ("probability", "probabilities")
+    return float(value) if name in FLOAT_INPUTS else int(value)
 
 
 class ServingError(Exception):
@@ -97,9 +62,9 @@ class ServingError(Exception):
 
 
 def _check_inputs(signature: str, inputs: dict) -> None:
-    if signature not in SIGNATURE_INPUTS:
-        raise ValueError(f"signature must be one of {sorted(SIGNATURE_INPUTS)}. Received: signature={signature!r}")
-    expected = set(SIGNATURE_INPUTS[signature])
+    if signature not in INPUTS:
+        raise ValueError(f"signature must be one of {sorted(INPUTS)}. Received: signature={signature!r}")
+    expected = set(INPUTS[signature])
     if set(inputs) != expected:
         raise ValueError(f"{signature} takes inputs {sorted(expected)}. Received: {sorted(inputs)}")
 
@@ -126,14 +91,14 @@ def rest_request(signature: str, inputs: dict, *, row_format: bool = False) -> d
     """
     _check_inputs(signature, inputs)
     columns = {
-        name: [str(v) for v in inputs[name]] if name in _STRING_INPUTS else _scalar(name, inputs[name])
+        name: [str(v) for v in inputs[name]] if name in STRING_INPUTS else _scalar(name, inputs[name])
         for name in inputs
     }
     if not row_format:
         return {"signature_name": signature, "inputs": columns}
     if signature != "score":
         raise ValueError(f"{signature}: k is a scalar, so use the columnar format (row_format=False)")
-    names = SIGNATURE_INPUTS[signature]
+    names = INPUTS[signature]
     rows = [dict(zip(names, values, strict=True)) for values in zip(*(columns[n] for n in names), strict=True)]
     return {"signature_name": signature, "instances": rows}
 
@@ -147,7 +112,7 @@ def decode_rest_response(body: str | bytes | dict, signature: str) -> dict[str, 
     data = json.loads(body) if isinstance(body, (str, bytes)) else body
     if "error" in data:
         raise ServingError(f"server error: {data['error']}")
-    names = SIGNATURE_OUTPUTS[signature]
+    names = OUTPUTS[signature]
     if "outputs" in data:
         outputs = data["outputs"]
     elif "predictions" in data:
@@ -206,10 +171,10 @@ def grpc_request(signature: str, inputs: dict, model_name: str, version: int | N
     if version is not None:
         request.model_spec.version.value = int(version)
     for name, value in inputs.items():
-        if name in _STRING_INPUTS:
+        if name in STRING_INPUTS:
             proto = tf.make_tensor_proto([str(v).encode("utf-8") for v in value], dtype=tf.string, shape=[len(value)])
         else:
-            dtype = tf.float32 if name in _FLOAT_INPUTS else tf.int32
+            dtype = tf.float32 if name in FLOAT_INPUTS else tf.int32
             proto = tf.make_tensor_proto(_scalar(name, value), dtype=dtype)
         request.inputs[name].CopyFrom(proto)
     return request
@@ -219,7 +184,7 @@ def decode_grpc_response(response, signature: str) -> dict[str, list]:
     """``{output name: nested list}`` from a ``PredictResponse`` (strings decoded from UTF-8)."""
     import tensorflow as tf
 
-    names = SIGNATURE_OUTPUTS[signature]
+    names = OUTPUTS[signature]
     missing = [name for name in names if name not in response.outputs]
     if missing:
         raise ServingError(f"{signature}: the response lacks outputs {missing}; is the model a jobi-tf export?")
@@ -286,7 +251,7 @@ class LocalPredictor:
         self._tf = tf
         self._model = tf.saved_model.load(str(self.path))
         available = self._model.signatures
-        self._signatures = {name: available[name] for name in SIGNATURE_INPUTS if name in available}
+        self._signatures = {name: available[name] for name in INPUTS if name in available}
 
     def predict(self, signature: str, inputs: dict) -> dict[str, list]:
         _check_inputs(signature, inputs)
@@ -301,12 +266,12 @@ class LocalPredictor:
         tf = self._tf
         tensors = {
             name: tf.constant([str(v) for v in value], tf.string)
-            if name in _STRING_INPUTS
-            else tf.constant(_scalar(name, value), tf.float32 if name in _FLOAT_INPUTS else tf.int32)
+            if name in STRING_INPUTS
+            else tf.constant(_scalar(name, value), tf.float32 if name in FLOAT_INPUTS else tf.int32)
             for name, value in inputs.items()
         }
         outputs = self._signatures[signature](**tensors)
-        names = (*SIGNATURE_OUTPUTS[signature], *(n for n in OPTIONAL_OUTPUTS if n in outputs))
+        names = (*OUTPUTS[signature], *(n for n in OPTIONAL_OUTPUTS if n in outputs))
         return {name: _to_lists(outputs[name].numpy()) for name in names}
 
 

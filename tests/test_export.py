@@ -13,10 +13,12 @@ from subprocess import PIPE
 import numpy as np
 import pytest
 import tensorflow as tf
+from jobi_tf.serving import contract
+from jobi_tf.serving.contract import SIGNATURES
 
 from jobi_tf.config import DataConfig, ExportConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 from jobi_tf.errors import ExportError
-from jobi_tf.export import SIGNATURES, export_run, export_saved_model
+from jobi_tf.export import export_run, export_saved_model
 from jobi_tf.training import load_run, train
 
 MODELS = ("distmult", "complex", "simple")
@@ -508,3 +510,22 @@ def test_a_certain_pair_head_admits_nothing_more_at_probability_one(random_expor
     np.testing.assert_array_equal(strict["tails"], typed["tails"])
     loose = _call(soft, "predict_tail_soft_typed", **query, min_pair_probability=0.5)
     assert not np.array_equal(loose["tails"], typed["tails"])  # at 0.5 the confident pair head does widen the slots
+
+
+def test_the_written_signatures_are_the_serving_contract(random_export, tmp_path):
+    """Every signature of a typed export with the pair head takes and returns exactly the
+    names `jobi_tf.serving.contract` gives the clients."""
+    source = random_export("complex")
+    cfg = ExportConfig(typed=True, pair_head=True)
+    result = export_saved_model(
+        source.model, source.entities, source.relations, tmp_path, cfg, train_triples=source.train
+    )
+    loaded = tf.saved_model.load(str(result.path))
+    written = contract.SIGNATURES + contract.TYPED_SIGNATURES + contract.SOFT_TYPED_SIGNATURES
+    assert set(loaded.signatures) == {*written, "serving_default"}
+    for name in written:
+        function = loaded.signatures[name]
+        assert set(function.structured_input_signature[1]) == set(contract.INPUTS[name]), name
+        assert set(function.structured_outputs) == set(contract.OUTPUTS[name]), name
+    default = loaded.signatures["serving_default"]
+    assert set(default.structured_outputs) == set(contract.OUTPUTS[contract.DEFAULT_SIGNATURE])
