@@ -113,9 +113,6 @@ class FilteredEvaluator:
         self.relation_labels = relation_labels
         self._count = tf.function(_count_above, reduce_retracing=True)
         self._read = tf.function(_read_target_scores, reduce_retracing=True)
-        self._slot_key_cache: dict[str, np.ndarray] = {}  # sorted train (relation, entity) keys per slot
-        self._known_relations: CSR | None = None  # relations of every known (head, tail) pair
-        self._slots: np.ndarray | None = None  # bool [2R, E]: tail slots, then head slots (restrict="slots")
 
     def ranks(self, model, triples: np.ndarray, *, tails_only: bool = False, progress: bool = False) -> Ranks:
         """Filtered ranks of ``triples`` (int ``(N, 3)``) under ``model``'s triple head.
@@ -159,19 +156,15 @@ class FilteredEvaluator:
             return None
         if self.cfg.restrict == "soft-slots" and getattr(model, "pair_relations", None) is None:
             raise ConfigError("restrict", "'soft-slots' needs a model with a pair head (trained with --joint)")
-        if self._slots is None:
-            e, r = self.index.num_entities, self.index.num_relations
-            if 2 * r * e > SLOT_TABLE_MAX_BYTES:
-                raise ConfigError(
-                    "restrict",
-                    f"'slots' needs a {2 * r * e / 2**30:.1f} GiB table of {r} relations x {e} entities "
-                    f"(limit {SLOT_TABLE_MAX_BYTES / 2**30:.1f} GiB)",
-                )
-            self._slots = np.zeros((2 * r, e), bool)
-            for offset, pools in ((0, self.index.train_tails), (r, self.index.train_heads)):
-                self._slots[offset + np.repeat(pools.keys, pools.sizes()), pools.values] = True
-        rows = triples[:, RELATION] + (0 if is_tail else self.index.num_relations)
-        allowed = self._slots[rows]
+        e, r = self.index.num_entities, self.index.num_relations
+        if 2 * r * e > SLOT_TABLE_MAX_BYTES:
+            raise ConfigError(
+                "restrict",
+                f"'slots' needs a {2 * r * e / 2**30:.1f} GiB table of {r} relations x {e} entities "
+                f"(limit {SLOT_TABLE_MAX_BYTES / 2**30:.1f} GiB)",
+            )
+        rows = triples[:, RELATION] + (0 if is_tail else r)
+        allowed = self.index.slot_rows()[rows]
         if self.cfg.restrict == "soft-slots":
             allowed = allowed | self._pair_fits(model, triples, is_tail)
         return allowed
@@ -265,10 +258,6 @@ class FilteredEvaluator:
         (a reciprocal model's inverse rows are not relations of the graph)."""
         triples = np.asarray(triples, dtype=np.int32)
         num_relations = self.index.num_relations
-        if self._known_relations is None:
-            every = np.concatenate([self.index.split(s) for s in ("train", "valid", "test")])
-            keys = pack(every[:, HEAD], every[:, TAIL], self.index.num_entities)
-            self._known_relations = CSR.from_pairs(keys, every[:, RELATION])
         table = model.triple_relations[:num_relations]
         greater, equal = [], []
         for start in range(0, len(triples), self.cfg.eval_batch_size):
@@ -276,7 +265,8 @@ class FilteredEvaluator:
             query = model.scorer.relation_query(model.entity_rows(batch[:, HEAD]), model.entity_rows(batch[:, TAIL]))
             scores = model.scorer.score_candidates(query, table).numpy()  # [B, R]
             target = scores[np.arange(len(batch)), batch[:, RELATION]]
-            rows, known = self._known_relations.lookup(pack(batch[:, HEAD], batch[:, TAIL], self.index.num_entities))
+            pairs = pack(batch[:, HEAD], batch[:, TAIL], self.index.num_entities)
+            rows, known = self.index.known_relations.lookup(pairs)
             scores[rows, known] = -np.inf  # every known relation of the pair, the true one included
             greater.append(np.sum(scores > target[:, None], axis=1))
             equal.append(np.sum(scores == target[:, None], axis=1))
@@ -327,19 +317,10 @@ class FilteredEvaluator:
         head query (the entity sets JoBi's pair head and biased negatives are built from).
         """
         answers = getattr(ranks, of)
-        keys = pack(ranks.relations, answers, self.index.num_entities)
-        seen = np.where(
-            ranks.tail_query,
-            sorted_contains(self._slot_keys("tail"), keys),
-            sorted_contains(self._slot_keys("head"), keys),
-        )
+        e, r = self.index.num_entities, self.index.num_relations
+        keys = pack(ranks.relations, answers, e) + np.where(ranks.tail_query, 0, r * e)  # `KGIndex.slot_keys`
+        seen = sorted_contains(self.index.slot_keys, keys)
         return ~seen & (answers >= 0)  # -1: type-aware ranking left no candidate to answer with
-
-    def _slot_keys(self, slot: str) -> np.ndarray:
-        if slot not in self._slot_key_cache:
-            pools = self.index.train_tails if slot == "tail" else self.index.train_heads
-            self._slot_key_cache[slot] = pools.membership_keys(self.index.num_entities)
-        return self._slot_key_cache[slot]
 
 
 def _count_above(scorer, q, entities, filtered, target_scores, target_cols, allowed=None):

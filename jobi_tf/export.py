@@ -42,8 +42,7 @@ import tensorflow as tf
 
 from jobi_tf.calibration import Calibration
 from jobi_tf.config import ExportConfig
-from jobi_tf.data.index import CSR
-from jobi_tf.data.keys import pack
+from jobi_tf.data.index import CSR, heads_by_query, relations_by_pair, slot_sets, tails_by_query
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import ExportError
 from jobi_tf.loading import load_index
@@ -58,7 +57,6 @@ from jobi_tf.serving.contract import (
     SOFT_TYPED_SIGNATURES,
     TYPED_SIGNATURES,
 )
-from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = [
     "ExportResult",
@@ -401,11 +399,13 @@ def _next_version(base: Path) -> int:
 
 
 def known_facts(train: np.ndarray, num_relations: int, num_entities: int) -> tuple[CSR, CSR, CSR]:
-    """Training tails keyed by ``h * R + r``, heads keyed by ``t * R + r`` and relations keyed by ``h * E + t``."""
-    tails = CSR.from_pairs(pack(train[:, HEAD], train[:, RELATION], num_relations), train[:, TAIL])
-    heads = CSR.from_pairs(pack(train[:, TAIL], train[:, RELATION], num_relations), train[:, HEAD])
-    relations = CSR.from_pairs(pack(train[:, HEAD], train[:, TAIL], num_entities), train[:, RELATION])
-    return tails, heads, relations
+    """The training facts a ``filter_known`` export masks: tails keyed by ``h * R + r``, heads
+    keyed by ``t * R + r``, relations keyed by ``h * E + t`` (`jobi_tf.data.index`'s lookups)."""
+    return (
+        tails_by_query(train, num_relations),
+        heads_by_query(train, num_relations),
+        relations_by_pair(train, num_entities),
+    )
 
 
 def _interpolate(knots: tf.Tensor, values: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
@@ -452,13 +452,6 @@ def scorer_module(
     )
 
 
-def slot_sets(train: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
-    """The training tails and heads of each relation (keyed by relation id)."""
-    tails = CSR.from_pairs(train[:, RELATION], train[:, TAIL], dense_groups=num_relations)
-    heads = CSR.from_pairs(train[:, RELATION], train[:, HEAD], dense_groups=num_relations)
-    return tails, heads
-
-
 def _signatures(cfg: ExportConfig) -> tuple[str, ...]:
     return SIGNATURES + (TYPED_SIGNATURES if cfg.typed else ()) + (SOFT_TYPED_SIGNATURES if cfg.pair_head else ())
 
@@ -503,7 +496,7 @@ def export_saved_model(
     if final.exists() and not cfg.force:
         raise ExportError(f"{final}: version {version} exists; use --force to replace it or --version for another")
     known = known_facts(train_triples, len(relations), len(entities)) if cfg.filter_known else (None, None, None)
-    slots = slot_sets(train_triples, len(relations)) if cfg.typed else None
+    slots = slot_sets(train_triples, len(relations)) if cfg.typed else None  # (`jobi_tf.data.index`)
     pair_table = None
     if cfg.pair_head:
         if getattr(model, "pair_relations", None) is None:

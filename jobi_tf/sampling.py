@@ -27,8 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import SamplerConfig
-from jobi_tf.data.index import CSR, KGIndex
-from jobi_tf.data.keys import pack
+from jobi_tf.data.index import KGIndex
 from jobi_tf.errors import ConfigError
 from jobi_tf.types import HEAD, RELATION, TAIL
 
@@ -52,13 +51,6 @@ DENSE_SLOT_TABLE_BYTES = 1 << 28
 DENSE_MEMBERSHIP_BYTES = 1 << 26
 
 
-def _slot_table(pools, index: KGIndex) -> tf.Tensor:
-    """uint8 ``[relations, entities]``: 1 where the entity fills that slot of the relation in train."""
-    table = np.zeros((index.num_relations, index.num_entities), np.uint8)
-    table[np.repeat(pools.keys, pools.sizes()), pools.values] = 1
-    return tf.constant(table)
-
-
 class SlotMembership:
     """In-graph answers to: was entity ``e`` seen in the tail (or head) slot of relation ``r`` in train?
 
@@ -71,15 +63,11 @@ class SlotMembership:
     def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES) -> None:
         e, r = index.num_entities, index.num_relations
         self._num_entities = e
-        self._side_offset = r * e  # head keys come after every tail key
-        tails, heads = index.train_tails, index.train_heads
-        keys = np.concatenate([tails.membership_keys(e), heads.membership_keys(e) + self._side_offset])
+        self._side_offset = r * e  # head keys come after every tail key (`KGIndex.slot_keys`)
         if 2 * r * e <= dense_bytes:
-            table = np.zeros(2 * r * e, np.bool_)
-            table[keys] = True
-            self._table, self._keys = tf.constant(table), None
+            self._table, self._keys = tf.constant(index.slot_rows().reshape(-1)), None
         else:
-            self._table, self._keys = None, tf.constant(keys, tf.int64)
+            self._table, self._keys = None, tf.constant(index.slot_keys, tf.int64)
 
     def contains(self, relations: tf.Tensor, entities: tf.Tensor, tail: tf.Tensor) -> tf.Tensor:
         """bool, same shape as the (equal-shaped) inputs."""
@@ -172,7 +160,8 @@ class NegativeSampler:
         """
         index = self._index
         if self._slot_tables is None and index.num_relations * index.num_entities <= DENSE_SLOT_TABLE_BYTES:
-            self._slot_tables = (_slot_table(index.train_tails, index), _slot_table(index.train_heads, index))
+            slots = index.slot_rows()  # tail slots, then head slots
+            self._slot_tables = (tf.constant(slots[: index.num_relations]), tf.constant(slots[index.num_relations :]))
         if self._slot_tables is not None:
             tails, heads = self._slot_tables
             rel = triples[:, RELATION]
@@ -464,9 +453,8 @@ class TrainingQueries:
 
     @classmethod
     def from_index(cls, index: KGIndex) -> TrainingQueries:
-        train, r = index.train, index.num_relations
-        tails = CSR.from_pairs(pack(train[:, HEAD], train[:, RELATION], r), train[:, TAIL])
-        heads = CSR.from_pairs(pack(train[:, TAIL], train[:, RELATION], r), train[:, HEAD])
+        r = index.num_relations
+        tails, heads = index.train_facts
         h, hr = np.divmod(tails.keys, r)
         t, tr = np.divmod(heads.keys, r)
         triples = np.concatenate(

@@ -7,12 +7,21 @@ need, all as flat arrays so they become constant tensors without Python dicts:
   (``offsets[r]:offsets[r + 1]`` slices ``values``): the pools biased negatives are drawn
   from, and the membership test behind pair labels;
 * the known-facts filter over train + valid + test, as CSR over the query key
-  ``h * R + r`` (tails) and ``t * R + r`` (heads): what filtered ranking removes.
+  ``h * R + r`` (tails) and ``t * R + r`` (heads): what filtered ranking removes;
+* built on first use, the other lookups of the graph that sampling, evaluation and export
+  share: the training slots as sorted keys and as a dense table (`KGIndex.slot_keys`,
+  `KGIndex.slot_rows`), the training facts of each query (`KGIndex.train_facts`) and the
+  relations of each known pair (`KGIndex.known_relations`).
+
+The functions that build those structures from triples (`slot_sets`, `tails_by_query`,
+`heads_by_query`, `relations_by_pair`) are this module's, so an export built from a run's
+training triples looks facts up exactly as training and evaluation did.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 
 import numpy as np
@@ -23,7 +32,16 @@ from jobi_tf.data.vocab import Vocab
 from jobi_tf.errors import DatasetFormatError
 from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
 
-__all__ = ["CSR", "KGIndex", "build_index", "index_from_ids"]
+__all__ = [
+    "CSR",
+    "KGIndex",
+    "build_index",
+    "index_from_ids",
+    "slot_sets",
+    "tails_by_query",
+    "heads_by_query",
+    "relations_by_pair",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +102,28 @@ class CSR:
         return pack(np.repeat(self.keys, self.sizes()), self.values, num_values)
 
 
+def slot_sets(triples: np.ndarray, num_relations: int) -> tuple[CSR, CSR]:
+    """The entities seen in each relation's tail slot, then head slot (keyed by relation id)."""
+    tails = CSR.from_pairs(triples[:, RELATION], triples[:, TAIL], dense_groups=num_relations)
+    heads = CSR.from_pairs(triples[:, RELATION], triples[:, HEAD], dense_groups=num_relations)
+    return tails, heads
+
+
+def tails_by_query(triples: np.ndarray, num_relations: int) -> CSR:
+    """The tails of each ``(h, r, ?)``, keyed ``h * R + r``."""
+    return CSR.from_pairs(pack(triples[:, HEAD], triples[:, RELATION], num_relations), triples[:, TAIL])
+
+
+def heads_by_query(triples: np.ndarray, num_relations: int) -> CSR:
+    """The heads of each ``(?, r, t)``, keyed ``t * R + r``."""
+    return CSR.from_pairs(pack(triples[:, TAIL], triples[:, RELATION], num_relations), triples[:, HEAD])
+
+
+def relations_by_pair(triples: np.ndarray, num_entities: int) -> CSR:
+    """The relations of each ``(h, ?, t)``, keyed ``h * E + t``."""
+    return CSR.from_pairs(pack(triples[:, HEAD], triples[:, TAIL], num_entities), triples[:, RELATION])
+
+
 def _unique_pairs(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Distinct ``(key, value)`` rows, sorted: int64 ``(P, 2)``.
 
@@ -111,6 +151,8 @@ class KGIndex:
             (tail) of each relation in *train*: biased-negative pools and pair labels.
         known_tails: `CSR` keyed by ``h * R + r`` of every true tail in train+valid+test.
         known_heads: `CSR` keyed by ``t * R + r`` of every true head in train+valid+test.
+
+    The lookups built on first use are properties (cached per index).
     """
 
     num_entities: int
@@ -129,17 +171,47 @@ class KGIndex:
         train = splits["train"].astype(np.int32)
         r = num_relations
         everything = np.concatenate([splits[s] for s in SPLITS]).astype(np.int64)
+        train_tails, train_heads = slot_sets(train, r)
         return cls(
             num_entities=num_entities,
             num_relations=num_relations,
             train=train,
             valid=splits["valid"].astype(np.int32),
             test=splits["test"].astype(np.int32),
-            train_heads=CSR.from_pairs(train[:, RELATION], train[:, HEAD], dense_groups=r),
-            train_tails=CSR.from_pairs(train[:, RELATION], train[:, TAIL], dense_groups=r),
-            known_tails=CSR.from_pairs(pack(everything[:, HEAD], everything[:, RELATION], r), everything[:, TAIL]),
-            known_heads=CSR.from_pairs(pack(everything[:, TAIL], everything[:, RELATION], r), everything[:, HEAD]),
+            train_heads=train_heads,
+            train_tails=train_tails,
+            known_tails=tails_by_query(everything, r),
+            known_heads=heads_by_query(everything, r),
         )
+
+    @functools.cached_property
+    def slot_keys(self) -> np.ndarray:
+        """Sorted int64 keys of the training slots: ``r * E + e`` for each entity ``e`` seen as a
+        tail of ``r``, then ``R * E + r * E + e`` for each seen as a head (the layout of `slot_rows`)."""
+        e = self.num_entities
+        tails, heads = self.train_tails.membership_keys(e), self.train_heads.membership_keys(e)
+        return np.concatenate([tails, heads + self.num_relations * e])
+
+    def slot_rows(self) -> np.ndarray:
+        """bool ``[2R, E]``: row ``r`` marks the entities seen as tails of ``r`` in training, row
+        ``R + r`` those seen as its heads. ``2 R E`` bytes: callers check that it fits first."""
+        if "_slot_rows" not in self.__dict__:
+            table = np.zeros(2 * self.num_relations * self.num_entities, bool)
+            table[self.slot_keys] = True
+            self.__dict__["_slot_rows"] = table.reshape(2 * self.num_relations, self.num_entities)
+        return self.__dict__["_slot_rows"]
+
+    @functools.cached_property
+    def train_facts(self) -> tuple[CSR, CSR]:
+        """The training tails of each ``(h, r, ?)`` and heads of each ``(?, r, t)``
+        (`tails_by_query`, `heads_by_query` of the training split only)."""
+        return tails_by_query(self.train, self.num_relations), heads_by_query(self.train, self.num_relations)
+
+    @functools.cached_property
+    def known_relations(self) -> CSR:
+        """The relations of each ``(h, ?, t)`` in train + valid + test (`relations_by_pair`)."""
+        every = np.concatenate([self.split(s) for s in SPLITS])
+        return relations_by_pair(every, self.num_entities)
 
     def split(self, name: str) -> np.ndarray:
         if name not in SPLITS:
