@@ -57,9 +57,10 @@ def main() -> None:
     _, _, index = load_index(DataConfig(dataset="fb15k-237", data_dir=str(data_dir("fb15k-237", args.data_dir))))
     rss_after_load = peak_rss_gib()
     if args.run:
-        from jobi_tf.training import load_run
+        from jobi_tf.api import load_run
 
-        _, model, evaluator = load_run(args.run)
+        run = load_run(args.run)
+        model, evaluator = run.model, run.evaluator()
     else:
         model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=200)
         evaluator = FilteredEvaluator(index)

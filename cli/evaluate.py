@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import click
@@ -35,14 +34,13 @@ def evaluate(
     """Print MRR and Hits@1/3/10 (overall, head, tail) of RUN_DIR's best weights as JSON."""
     eval_cfg = EvalConfig(**flags)
     start_tensorflow()
-    from jobi_tf.training import load_run  # imports TensorFlow
+    from jobi_tf.api import load_run  # imports TensorFlow
 
     with progress_to_stderr():
-        _, model, evaluator = load_run(run_dir)
-        evaluator.cfg = dataclasses.replace(evaluator.cfg, **dataclasses.asdict(eval_cfg))
-        metrics = evaluator.evaluate(model, split, tails_only=tails_only, progress=not ctx.obj["quiet"])
+        run = load_run(run_dir)
+        metrics = run.evaluate(split, eval_config=eval_cfg, tails_only=tails_only, progress=not ctx.obj["quiet"])
         if relations:
-            metrics["relation_prediction"] = evaluator.relation_metrics(model, split)
+            metrics["relation_prediction"] = run.evaluate_relations(split, eval_config=eval_cfg)
     if not per_relation:
         metrics.pop("per_relation")
     click.echo(json.dumps({"split": split, **metrics}))

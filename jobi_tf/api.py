@@ -11,7 +11,7 @@ Everything the CLI does, from Python, without reading internal modules::
     run = jobi_tf.load_run(run.path)                  # later, from the run folder alone
 
 A `Run` is a run folder (`jobi_tf.runs.RunFolder`) with its model loaded. Predictions go
-through the export's `jobi_tf.export.TripleScorerModule`, so Python and TensorFlow Serving
+through the export's `jobi_tf.scorer_module.TripleScorerModule`, so Python and TensorFlow Serving
 answer with the same code. Errors name the config field (``batch_size``), not a CLI flag.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from jobi_tf.config import DataConfig, ExportConfig, RunConfig, with_settings
+from jobi_tf.config import DataConfig, EvalConfig, ExportConfig, RunConfig, with_settings
 from jobi_tf.data.index import KGIndex, build_index
 from jobi_tf.data.triples import write_triples
 from jobi_tf.data.vocab import Vocab
@@ -288,27 +288,40 @@ class Run:
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(
-        self, split_or_triples: str | Sequence[Sequence[str]] = "test", *, rank_type: str | None = None
+        self,
+        split_or_triples: str | Sequence[Sequence[str]] = "test",
+        *,
+        rank_type: str | None = None,
+        eval_config: EvalConfig | None = None,
+        tails_only: bool = False,
+        progress: bool = False,
     ) -> dict:
         """Filtered MRR and Hits@1/3/10 (both directions, per direction, per relation) of a
         split (``"valid"``, ``"test"``) or of ``(head, relation, tail)`` name triples,
-        filtered against every known fact of the run's data (the paper's protocol)."""
-        with _python_errors():
-            cfg = self.config.eval if rank_type is None else dataclasses.replace(self.config.eval, rank_type=rank_type)
-        evaluator = self._evaluator(cfg)
-        if isinstance(split_or_triples, str):
-            return evaluator.evaluate(self.model, split_or_triples)
-        ids = self._encode_triples(split_or_triples)
-        return evaluator.metrics_from_ranks(evaluator.ranks(self.model, ids))
+        filtered against every known fact of the run's data (the paper's protocol).
 
-    def evaluate_relations(self, split: str = "test") -> dict:
+        ``eval_config``: evaluation settings in place of the run's (`EvalConfig`);
+        ``rank_type`` alone replaces that one setting; ``tails_only`` ranks tails only.
+        """
+        evaluator = self.evaluator(eval_config, rank_type)
+        if isinstance(split_or_triples, str):
+            return evaluator.evaluate(self.model, split_or_triples, tails_only=tails_only, progress=progress)
+        ids = self._encode_triples(split_or_triples)
+        return evaluator.metrics_from_ranks(evaluator.ranks(self.model, ids, tails_only=tails_only))
+
+    def evaluate_relations(self, split: str = "test", *, eval_config: EvalConfig | None = None) -> dict:
         """Filtered MRR and Hits@1/3/10 of relation prediction: the true relation of each
         ``(h, ?, t)`` of a split ranked among all relations, other known ones removed."""
-        return self._evaluator(self.config.eval).relation_metrics(self.model, split)
+        return self.evaluator(eval_config).relation_metrics(self.model, split)
 
-    def _evaluator(self, cfg):
+    def evaluator(self, eval_config: EvalConfig | None = None, rank_type: str | None = None):
+        """The `jobi_tf.evaluation.FilteredEvaluator` over the run's data (one per setting)."""
         from jobi_tf.evaluation import FilteredEvaluator
 
+        cfg = eval_config or self.config.eval
+        if rank_type is not None:
+            with _python_errors():
+                cfg = dataclasses.replace(cfg, rank_type=rank_type)
         if cfg not in self._evaluators:
             self._evaluators[cfg] = FilteredEvaluator(self.data.index, cfg, relation_labels=self._relations.labels)
         return self._evaluators[cfg]
@@ -334,7 +347,8 @@ class Run:
     def _scorer(self, filter_known: bool):
         """The export's `TripleScorerModule` over this run's tables (one per filter setting)."""
         if filter_known not in self._scorers:
-            from jobi_tf.export import known_facts, scorer_module
+            from jobi_tf.export import known_facts
+            from jobi_tf.scorer_module import scorer_module
 
             sizes = (len(self._relations), len(self._entities))
             known = known_facts(self.data.index.train, *sizes) if filter_known else (None, None, None)
@@ -396,24 +410,18 @@ class Run:
         return Embeddings(names, np.asarray(self.model.triple_relations.numpy()))
 
     def export(self, path: str | os.PathLike[str], **export_settings: Any):
-        """A SavedModel for TensorFlow Serving in ``path/<version>`` (`jobi_tf.export`).
+        """A SavedModel for TensorFlow Serving in ``path/<version>``: what ``jobi-tf export``
+        writes (`jobi_tf.export.export_run`), the run's calibration included.
 
-        ``export_settings``: ``version``, ``force``, ``filter_known`` (`ExportConfig`).
+        ``export_settings``: ``version``, ``force``, ``filter_known``, ``typed``, ``pair_head``
+        (`ExportConfig`).
         """
-        from jobi_tf.export import export_saved_model
+        from jobi_tf.export import export_run
 
         with _python_errors():
             cfg = ExportConfig(**export_settings)
-        train_triples = self.data.index.train if cfg.filter_known else None
-        return export_saved_model(
-            self.model,
-            self._entities,
-            self._relations,
-            path,
-            cfg,
-            train_triples=train_triples,
-            metadata={"run_dir": str(self.path.resolve())},
-        )
+        train_triples = self.data.index.train if cfg.filter_known or cfg.typed else None
+        return export_run(self.path, path, cfg, model=self.model, train_triples=train_triples)
 
 
 def load_run(path: str | os.PathLike[str], *, data: Dataset | None = None) -> Run:

@@ -44,6 +44,7 @@ from jobi_tf.config import EvalConfig
 from jobi_tf.data.index import CSR, KGIndex
 from jobi_tf.data.keys import pack, sorted_contains
 from jobi_tf.errors import ConfigError
+from jobi_tf.models.tables import pair_score_threshold
 from jobi_tf.types import HEAD, RELATION, TAIL
 
 __all__ = ["Ranks", "rank_metrics", "tie_ranks", "FilteredEvaluator"]
@@ -175,8 +176,7 @@ class FilteredEvaluator:
             q = model.pair_tail_queries(triples[:, HEAD], triples[:, RELATION])
         else:
             q = model.pair_head_queries(triples[:, RELATION], triples[:, TAIL])
-        with np.errstate(divide="ignore"):  # thresholds 0 and 1 give -inf and +inf: all or none
-            threshold = float(np.log(self.cfg.pair_threshold) - np.log1p(-self.cfg.pair_threshold))  # logit
+        threshold = float(pair_score_threshold(np.float64(self.cfg.pair_threshold)))  # 0, 1: all or none
         table = model.entity_embeddings
         n, chunk = self.index.num_entities, self.cfg.chunk_size
         return np.concatenate(

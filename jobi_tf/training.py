@@ -53,7 +53,7 @@ from jobi_tf.runs import RunFolder
 from jobi_tf.runtime import cpu_has_native_bfloat16
 from jobi_tf.sampling import EpochRows
 
-__all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "load_run", "build_model", "make_optimizer"]
+__all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "build_model", "make_optimizer"]
 
 logger = logging.getLogger(__name__)
 
@@ -377,13 +377,3 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
     else:
         summaries.write_graph(folder.tensorboard, model)
     return metrics
-
-
-def load_run(run_dir: str | Path) -> tuple[RunConfig, JoBiModel, FilteredEvaluator]:
-    """Rebuild a run's model with its best weights, and an evaluator over its data."""
-    folder = RunFolder(run_dir)
-    cfg = folder.read_config()
-    entities, relations, index = load_data(cfg)
-    folder.check_vocabs(entities, relations)
-    model = folder.restore_model(cfg)
-    return cfg, model, FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)

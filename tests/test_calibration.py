@@ -13,7 +13,8 @@ from jobi_tf.cli.main import main
 
 from jobi_tf.calibration import ISOTONIC_EPS, Calibration, _rectangular, brier, corrupt, ece, fit_isotonic, fit_platt
 from jobi_tf.config import ExportConfig
-from jobi_tf.export import _interpolate, export_saved_model
+from jobi_tf.export import export_saved_model
+from jobi_tf.scorer_module import _interpolate
 
 
 def _isotonic_reference(y: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -16,10 +16,11 @@ import tensorflow as tf
 from jobi_tf.serving import contract
 from jobi_tf.serving.contract import SIGNATURES
 
+from jobi_tf.api import load_run
 from jobi_tf.config import DataConfig, ExportConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 from jobi_tf.errors import ExportError
 from jobi_tf.export import export_run, export_saved_model
-from jobi_tf.training import load_run, train
+from jobi_tf.training import train
 
 MODELS = ("distmult", "complex", "simple")
 
@@ -340,8 +341,8 @@ def test_export_run_serves_the_runs_best_weights(tmp_path):
     train(cfg, tmp_path / "run", verbose=0)
     result = export_run(tmp_path / "run", tmp_path / "exports", ExportConfig(filter_known=True))
     assert result.path == tmp_path / "exports" / "1"
-    _, model, evaluator = load_run(tmp_path / "run")
-    test = evaluator.index.test[:10]
+    run = load_run(tmp_path / "run")
+    model, test = run.model, run.data.index.test[:10]
     entities = (tmp_path / "run" / "entities.txt").read_text(encoding="utf-8").splitlines()
     relations = (tmp_path / "run" / "relations.txt").read_text(encoding="utf-8").splitlines()
     loaded = tf.saved_model.load(str(result.path))

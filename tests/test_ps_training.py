@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from jobi_tf.api import load_run
 from jobi_tf.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from jobi_tf.distribute import make_strategy
@@ -21,7 +22,6 @@ from jobi_tf.evaluation import FilteredEvaluator
 from jobi_tf.models import JoBiModel
 from jobi_tf.ps_training import _server_failures_reported, check_config
 from jobi_tf.sharding import ShardedLazyAdam
-from jobi_tf.training import load_run
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "ps_in_process.py"
 
@@ -51,9 +51,9 @@ def test_a_cluster_of_two_ps_and_two_workers_reaches_the_single_device_validatio
         assert (run / name).is_file(), name
     # The sharded run's weights are the usual file: an unsharded model loads and evaluates them.
     metrics = json.loads((run / "metrics.json").read_text())
-    _, model, evaluator = load_run(run)
-    assert model.table_shards == 0
-    assert evaluator.evaluate(model, "test")["mrr"] == pytest.approx(metrics["test"]["mrr"], abs=1e-6)
+    loaded = load_run(run)
+    assert loaded.model.table_shards == 0
+    assert loaded.evaluate("test")["mrr"] == pytest.approx(metrics["test"]["mrr"], abs=1e-6)
 
 
 def test_one_worker_steps_equal_the_single_device_lazy_adam_steps(tmp_path):

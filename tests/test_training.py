@@ -8,10 +8,11 @@ import json
 import numpy as np
 import pytest
 
+from jobi_tf.api import load_run
 from jobi_tf.checkpoints import load_checkpoint
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 from jobi_tf.errors import CheckpointMismatchError, DatasetFormatError
-from jobi_tf.training import build_model, load_data, load_run, make_optimizer, train
+from jobi_tf.training import build_model, load_data, make_optimizer, train
 
 
 def _cfg(epochs=2, joint=True, **train_kw) -> RunConfig:
@@ -97,8 +98,8 @@ def test_bad_data_writes_nothing(tmp_path):
 
 def test_load_run_rebuilds_the_best_model(tmp_path):
     result = train(_cfg(epochs=2), tmp_path / "run", verbose=0)
-    _, model, evaluator = load_run(tmp_path / "run")
-    again = evaluator.evaluate(model, "test")
+    run = load_run(tmp_path / "run")
+    again = run.evaluator().evaluate(run.model, "test")
     assert again["mrr"] == pytest.approx(result.metrics["test"]["mrr"], abs=1e-9)
 
 

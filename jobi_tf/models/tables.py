@@ -19,7 +19,7 @@ import tensorflow as tf
 from jobi_tf.models.scorers import Scorer
 from jobi_tf.sharding import ShardedTable, glorot_blocks
 
-__all__ = ["Queries", "rows", "make_tables", "initializer"]
+__all__ = ["Queries", "rows", "make_tables", "initializer", "pair_score_threshold"]
 
 
 def rows(table: keras.Variable | ShardedTable, ids: tf.Tensor) -> tf.Tensor:
@@ -74,6 +74,18 @@ class Queries:
         if self.reciprocal:
             return self.scorer.tail_query(tail_rows, relation_rows)
         return self.scorer.head_query(relation_rows, tail_rows)
+
+
+def pair_score_threshold(probability: tf.Tensor | float) -> tf.Tensor:
+    """The pair-head score ``s`` from which ``σ(s) >= probability``: ``logit(probability)``,
+    how soft-typed ranking and soft-typed answers admit an entity to a slot.
+
+    Why the logit and not the sigmoid of every score: it is exact at 1 (``+inf``: nothing more
+    is admitted), where a float32 sigmoid already rounds to 1 above a score of about 17; 0
+    gives ``-inf`` (everything is admitted).
+    """
+    probability = tf.convert_to_tensor(probability)
+    return tf.math.log(probability) - tf.math.log1p(-probability)
 
 
 def initializer(init: str, width: int) -> keras.initializers.Initializer | str:
