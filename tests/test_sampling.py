@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from references import pair_labels
 
-from jobi_tf import sampling
+from jobi_tf import negatives
 from jobi_tf.config import SamplerConfig
 from jobi_tf.errors import ConfigError
 from jobi_tf.sampling import NegativeSampler, make_train_dataset, steps_per_epoch
@@ -375,7 +375,7 @@ def test_unknown_corrupt_side_names_the_flag():
 
 @pytest.mark.parametrize("table_limit", [1 << 28, 0])  # the [relations, entities] table, and the key search
 def test_full_softmax_dense_pair_labels(small_typed_index, table_limit, monkeypatch):
-    monkeypatch.setattr(sampling, "DENSE_SLOT_TABLE_BYTES", table_limit)
+    monkeypatch.setattr(negatives, "DENSE_SLOT_TABLE_BYTES", table_limit)
     index = small_typed_index
     cfg = SamplerConfig(batch_size=16, neg=1)
     (x,) = _take(make_train_dataset(index, cfg, seed=0, full_softmax=True, slot_rows=True), 1)
@@ -422,7 +422,7 @@ def test_training_batches_carry_no_provenance(small_typed_index):
 # -- membership lookups and chunk-shared biased negatives ----------------------------------
 
 
-@pytest.mark.parametrize("dense_bytes", [sampling.DENSE_MEMBERSHIP_BYTES, 0])
+@pytest.mark.parametrize("dense_bytes", [negatives.DENSE_MEMBERSHIP_BYTES, 0])
 def test_slot_membership_equals_the_numpy_reference_in_both_forms(small_typed_index, dense_bytes):
     """The dense byte table and the sorted-key search answer alike, extreme ids included."""
     index = small_typed_index
@@ -432,7 +432,7 @@ def test_slot_membership_equals_the_numpy_reference_in_both_forms(small_typed_in
     rel[0], ent[0] = index.num_relations - 1, index.num_entities - 1
     rel[1], ent[1] = 0, 0
     tail = rng.random((30, 7)) < 0.5
-    slots = sampling.SlotMembership(index, dense_bytes=dense_bytes)
+    slots = negatives.SlotMembership(index, dense_bytes=dense_bytes)
     got = slots.contains(tf.constant(rel), tf.constant(ent), tf.constant(tail)).numpy()
     np.testing.assert_array_equal(got.astype(np.float32), pair_labels(index, rel, ent, tail))
     assert got.any() and not got.all()

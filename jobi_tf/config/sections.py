@@ -1,96 +1,34 @@
-"""Frozen configuration objects, one per stage, composed into `RunConfig`.
-
-Field names are the CLI flag names (``batch_size`` ↔ ``--batch-size``), so a bad value is
-reported as the flag the user typed. Defaults are the paper's and its code's.
-"""
+"""The sections of a run's config, one frozen dataclass per stage: data, sampler, model,
+training, evaluation, distribution (`jobi_tf.config.RunConfig` composes them)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from pathlib import Path
-from typing import Any
 
 from jobi_tf import plugins
+from jobi_tf.config.fields import (
+    CORRUPT_SIDES,
+    INITS,
+    LAZY_MIN_ROWS,
+    LOSSES,
+    MATMUL_DTYPES,
+    MODELS,
+    MONITORS,
+    OPTIMIZERS,
+    RANK_TYPES,
+    REGULARIZERS,
+    RESTRICTS,
+    STRATEGIES,
+    _choice,
+    _positive_float,
+    _positive_int,
+    _probability,
+    setting,
+)
 from jobi_tf.errors import ConfigError
 
-__all__ = [
-    "DataConfig",
-    "SamplerConfig",
-    "ModelConfig",
-    "TrainConfig",
-    "EvalConfig",
-    "DistributeConfig",
-    "RunConfig",
-    "SECTIONS",
-    "ExportConfig",
-    "variant_name",
-    "setting",
-    "flag_name",
-]
-
-MODELS = ("distmult", "complex", "simple")
-LOSSES = plugins.names("loss")  # the modules of jobi_tf/losses
-OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad")  # see jobi_tf.optimizers
-#: ``--optimizer auto`` trains lazy Adam from this many entity rows on (dense Adam below).
-LAZY_MIN_ROWS = 100_000
-RANK_TYPES = ("optimistic", "realistic", "pessimistic")
-RESTRICTS = ("none", "slots", "soft-slots")
-CORRUPT_SIDES = ("per-negative", "per-positive")
-MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
-INITS = ("table-glorot", "row-glorot")
-REGULARIZERS = plugins.names("regularizer")  # the modules of jobi_tf/regularizers
-#: dtypes of the every-entity scoring products in training (``--matmul-dtype``).
-MATMUL_DTYPES = ("float32", "bfloat16")
-STRATEGIES = ("default", "mirrored", "multi-worker", "parameter-server")  # see jobi_tf.distribute
-
-
-#: The paper's ablation names (its Table 4), in the order `variant_name` indexes them.
-VARIANTS = ("baseline", "biasedneg", "joint", "jobi")
-
-
-def variant_name(joint: bool, p: float) -> str:
-    """The paper's ablation name of a (joint, p) setting."""
-    return VARIANTS[2 * bool(joint) + (p > 0)]
-
-
-def setting(default: Any, help: str = "", *, choices: tuple[str, ...] | None = None, **cli: Any):
-    """A config field that also describes its command-line flag: help, choices and, in
-    ``cli``, click's extras (``metavar``, ``flag`` for another name, ``cli=False`` to hide it).
-
-    Why: a field's default, choices and meaning are written once; `jobi_tf.cli.options`
-    builds each ``jobi-tf`` flag from them, so the CLI, the Python API and ``config.json`` agree.
-    """
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices, **cli})
-
-
-def flag_name(section: type, field: str) -> str:
-    """The ``--flag`` of a config field (its name with ``-``, unless its metadata names another)."""
-    meta = next(f.metadata for f in dataclasses.fields(section) if f.name == field)
-    return "--" + meta.get("flag", field).replace("_", "-")
-
-
-def _positive_int(field: str, value: int, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(field, f"must be an integer >= {minimum}. Received: {value!r}")
-
-
-def _probability(field: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise ConfigError(field, f"must be a number in [0, 1]. Received: {value!r}")
-
-
-def _positive_float(field: str, value: float, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > 0 or (allow_zero and value == 0))
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(field, f"must be a finite number {bound}. Received: {value!r}")
-
-
-def _choice(field: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(field, f"must be one of {', '.join(choices)}. Received: {value!r}")
+__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "DistributeConfig"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -458,122 +396,3 @@ class DistributeConfig:
         _choice("strategy", self.strategy, STRATEGIES)
         _positive_int("logical_cpus", self.logical_cpus, 0)
         _positive_int("ps_shards", self.ps_shards, 0)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RunConfig:
-    """One training run; saved as ``config.json`` in the run folder and compared on resume."""
-
-    data: DataConfig = dataclasses.field(default_factory=DataConfig)
-    sampler: SamplerConfig = dataclasses.field(default_factory=SamplerConfig)
-    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
-    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
-    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
-    distribute: DistributeConfig = dataclasses.field(default_factory=DistributeConfig)
-    seed: int = setting(0, "Seed of the initial weights, the epoch order and the negatives.")
-
-    def __post_init__(self) -> None:
-        _positive_int("seed", self.seed, 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        optional = {"distribute"}  # runs saved before it existed get its defaults
-        return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in SECTIONS.items() if k in d or k not in optional})
-
-    def hparams(self) -> dict[str, Any]:
-        """The hyper-parameters a run shows in TensorBoard's HParams view (``jobi-tf grid`` declares their domains)."""
-        return {
-            "model": self.model.model,
-            "variant": variant_name(self.model.joint, self.sampler.p),
-            "dim": self.model.dim,
-            "joint": self.model.joint,
-            "reciprocal": self.model.reciprocal,
-            "p": self.sampler.p,
-            "alpha": self.train.alpha,
-            "batch_size": self.sampler.batch_size,
-            "neg": self.sampler.neg,
-            "shared_negatives": self.sampler.shared_negatives,
-            "loss": self.train.loss,
-            "lr": self.train.lr,
-            "optimizer": self.train.optimizer,
-            "seed": self.seed,
-            "dataset": self.data.name,  # a name, not a machine's path
-        }
-
-    def training_identity(self) -> dict[str, Any]:
-        """The fields that must match to resume a run (evaluation settings may change)."""
-        d = self.to_dict()
-        d.pop("eval")
-        d.pop("distribute")  # a run may continue on other devices
-        d["train"].pop("epochs")
-        d["train"].pop("patience")
-        d["train"].pop("checkpoint_steps")  # when to save, not what is trained
-        return d
-
-
-#: The sections of a `RunConfig`, by attribute name.
-SECTIONS: dict[str, type] = {
-    "data": DataConfig,
-    "sampler": SamplerConfig,
-    "model": ModelConfig,
-    "train": TrainConfig,
-    "eval": EvalConfig,
-    "distribute": DistributeConfig,
-}
-
-
-def with_settings(base: RunConfig, settings: dict[str, Any]) -> RunConfig:
-    """``base`` with fields replaced by name (``batch_size=1000``, ``reciprocal=True``, ``seed=1``).
-
-    Every name is a field of a section other than ``data`` (the data are given separately);
-    an unknown name is a `ConfigError` listing the known ones.
-    """
-    owner = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
-    changes: dict[str, dict[str, Any]] = {}
-    top: dict[str, Any] = {}
-    for name, value in settings.items():
-        if name == "seed":
-            top["seed"] = value
-        elif name in owner and owner[name] != "data":
-            changes.setdefault(owner[name], {})[name] = value
-        else:
-            known = sorted(n for n, s in owner.items() if s != "data") + ["seed"]
-            raise ConfigError(name, f"is not a setting of train(); known: {', '.join(known)}", as_flag=False)
-    sections = {s: dataclasses.replace(getattr(base, s), **c) for s, c in changes.items()}
-    return dataclasses.replace(base, **sections, **top)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ExportConfig:
-    """How a run becomes a SavedModel (not part of `RunConfig`: one run can be exported many ways).
-
-    Attributes:
-        version: the TensorFlow Serving version folder ``EXPORT_BASE/<version>``; None
-            takes one more than the highest existing version (1 in an empty folder).
-        force: replace an existing version (otherwise it is refused).
-        filter_known: in ``predict_tail``/``predict_head``, rank the facts of the training
-            split last (score ``-inf``), so the top-k holds only new facts.
-        typed: add ``predict_tail_typed``/``predict_head_typed``: top-k among the entities
-            seen in that slot of the relation in training (type-aware answers).
-        pair_head: with ``typed``, a joint run also exports its pair head's relation table
-            and ``predict_tail_soft_typed``/``predict_head_soft_typed``, which admit the
-            entities the pair head places in the slot (``min_pair_probability`` input).
-    """
-
-    version: int | None = None
-    force: bool = False
-    filter_known: bool = False
-    typed: bool = False
-    pair_head: bool = False
-
-    def __post_init__(self) -> None:
-        if self.version is not None:
-            _positive_int("version", self.version)
-        if self.pair_head and not self.typed:
-            raise ConfigError("pair_head", "needs --typed (it softens the typed answers)")

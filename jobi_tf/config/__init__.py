@@ -1,0 +1,190 @@
+"""Frozen configuration objects, one per stage, composed into `RunConfig`.
+
+Field names are the CLI flag names (``batch_size`` ↔ ``--batch-size``), so a bad value is
+reported as the flag the user typed. Defaults are the paper's and its code's. The sections
+live in `jobi_tf.config.sections`, what a field is made of in `jobi_tf.config.fields`; every
+name is importable from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from jobi_tf.config.fields import (
+    CORRUPT_SIDES,
+    INITS,
+    LAZY_MIN_ROWS,
+    LOSSES,
+    MATMUL_DTYPES,
+    MODELS,
+    MONITORS,
+    OPTIMIZERS,
+    RANK_TYPES,
+    REGULARIZERS,
+    RESTRICTS,
+    STRATEGIES,
+    VARIANTS,
+    _positive_int,
+    flag_name,
+    setting,
+    variant_name,
+)
+from jobi_tf.config.sections import (
+    DataConfig,
+    DistributeConfig,
+    EvalConfig,
+    ModelConfig,
+    SamplerConfig,
+    TrainConfig,
+)
+from jobi_tf.errors import ConfigError
+
+__all__ = [
+    "DataConfig",
+    "SamplerConfig",
+    "ModelConfig",
+    "TrainConfig",
+    "EvalConfig",
+    "DistributeConfig",
+    "RunConfig",
+    "SECTIONS",
+    "ExportConfig",
+    "with_settings",
+    "variant_name",
+    "setting",
+    "flag_name",
+    "CORRUPT_SIDES",
+    "INITS",
+    "LAZY_MIN_ROWS",
+    "LOSSES",
+    "MATMUL_DTYPES",
+    "MODELS",
+    "MONITORS",
+    "OPTIMIZERS",
+    "RANK_TYPES",
+    "REGULARIZERS",
+    "RESTRICTS",
+    "STRATEGIES",
+    "VARIANTS",
+]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One training run; saved as ``config.json`` in the run folder and compared on resume."""
+
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    sampler: SamplerConfig = dataclasses.field(default_factory=SamplerConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    distribute: DistributeConfig = dataclasses.field(default_factory=DistributeConfig)
+    seed: int = setting(0, "Seed of the initial weights, the epoch order and the negatives.")
+
+    def __post_init__(self) -> None:
+        _positive_int("seed", self.seed, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        optional = {"distribute"}  # runs saved before it existed get its defaults
+        return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in SECTIONS.items() if k in d or k not in optional})
+
+    def hparams(self) -> dict[str, Any]:
+        """The hyper-parameters a run shows in TensorBoard's HParams view (``jobi-tf grid`` declares their domains)."""
+        return {
+            "model": self.model.model,
+            "variant": variant_name(self.model.joint, self.sampler.p),
+            "dim": self.model.dim,
+            "joint": self.model.joint,
+            "reciprocal": self.model.reciprocal,
+            "p": self.sampler.p,
+            "alpha": self.train.alpha,
+            "batch_size": self.sampler.batch_size,
+            "neg": self.sampler.neg,
+            "shared_negatives": self.sampler.shared_negatives,
+            "loss": self.train.loss,
+            "lr": self.train.lr,
+            "optimizer": self.train.optimizer,
+            "seed": self.seed,
+            "dataset": self.data.name,  # a name, not a machine's path
+        }
+
+    def training_identity(self) -> dict[str, Any]:
+        """The fields that must match to resume a run (evaluation settings may change)."""
+        d = self.to_dict()
+        d.pop("eval")
+        d.pop("distribute")  # a run may continue on other devices
+        d["train"].pop("epochs")
+        d["train"].pop("patience")
+        d["train"].pop("checkpoint_steps")  # when to save, not what is trained
+        return d
+
+
+#: The sections of a `RunConfig`, by attribute name.
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "sampler": SamplerConfig,
+    "model": ModelConfig,
+    "train": TrainConfig,
+    "eval": EvalConfig,
+    "distribute": DistributeConfig,
+}
+
+
+def with_settings(base: RunConfig, settings: dict[str, Any]) -> RunConfig:
+    """``base`` with fields replaced by name (``batch_size=1000``, ``reciprocal=True``, ``seed=1``).
+
+    Every name is a field of a section other than ``data`` (the data are given separately);
+    an unknown name is a `ConfigError` listing the known ones.
+    """
+    owner = {f.name: section for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+    changes: dict[str, dict[str, Any]] = {}
+    top: dict[str, Any] = {}
+    for name, value in settings.items():
+        if name == "seed":
+            top["seed"] = value
+        elif name in owner and owner[name] != "data":
+            changes.setdefault(owner[name], {})[name] = value
+        else:
+            known = sorted(n for n, s in owner.items() if s != "data") + ["seed"]
+            raise ConfigError(name, f"is not a setting of train(); known: {', '.join(known)}", as_flag=False)
+    sections = {s: dataclasses.replace(getattr(base, s), **c) for s, c in changes.items()}
+    return dataclasses.replace(base, **sections, **top)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportConfig:
+    """How a run becomes a SavedModel (not part of `RunConfig`: one run can be exported many ways).
+
+    Attributes:
+        version: the TensorFlow Serving version folder ``EXPORT_BASE/<version>``; None
+            takes one more than the highest existing version (1 in an empty folder).
+        force: replace an existing version (otherwise it is refused).
+        filter_known: in ``predict_tail``/``predict_head``, rank the facts of the training
+            split last (score ``-inf``), so the top-k holds only new facts.
+        typed: add ``predict_tail_typed``/``predict_head_typed``: top-k among the entities
+            seen in that slot of the relation in training (type-aware answers).
+        pair_head: with ``typed``, a joint run also exports its pair head's relation table
+            and ``predict_tail_soft_typed``/``predict_head_soft_typed``, which admit the
+            entities the pair head places in the slot (``min_pair_probability`` input).
+    """
+
+    version: int | None = None
+    force: bool = False
+    filter_known: bool = False
+    typed: bool = False
+    pair_head: bool = False
+
+    def __post_init__(self) -> None:
+        if self.version is not None:
+            _positive_int("version", self.version)
+        if self.pair_head and not self.typed:
+            raise ConfigError("pair_head", "needs --typed (it softens the typed answers)")

@@ -1,0 +1,79 @@
+"""What every config field is made of: choice lists, `setting` (a field that is also a flag)
+and the one-line checks that name the flag.
+
+The choice lists of ``--loss`` and ``--regularizer`` are the plug-in folders' modules
+(`jobi_tf.plugins`), read without importing them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from jobi_tf import plugins
+from jobi_tf.errors import ConfigError
+
+__all__ = ["setting", "flag_name", "variant_name", "VARIANTS"]
+
+MODELS = ("distmult", "complex", "simple")
+LOSSES = plugins.names("loss")  # the modules of jobi_tf/losses
+OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad")  # see jobi_tf.optimizers
+#: ``--optimizer auto`` trains lazy Adam from this many entity rows on (dense Adam below).
+LAZY_MIN_ROWS = 100_000
+RANK_TYPES = ("optimistic", "realistic", "pessimistic")
+RESTRICTS = ("none", "slots", "soft-slots")
+CORRUPT_SIDES = ("per-negative", "per-positive")
+MONITORS = ("hits@10", "hits@3", "hits@1", "mrr")
+INITS = ("table-glorot", "row-glorot")
+REGULARIZERS = plugins.names("regularizer")  # the modules of jobi_tf/regularizers
+#: dtypes of the every-entity scoring products in training (``--matmul-dtype``).
+MATMUL_DTYPES = ("float32", "bfloat16")
+STRATEGIES = ("default", "mirrored", "multi-worker", "parameter-server")  # see jobi_tf.distribute
+
+
+#: The paper's ablation names (its Table 4), in the order `variant_name` indexes them.
+VARIANTS = ("baseline", "biasedneg", "joint", "jobi")
+
+
+def variant_name(joint: bool, p: float) -> str:
+    """The paper's ablation name of a (joint, p) setting."""
+    return VARIANTS[2 * bool(joint) + (p > 0)]
+
+
+def setting(default: Any, help: str = "", *, choices: tuple[str, ...] | None = None, **cli: Any):
+    """A config field that also describes its command-line flag: help, choices and, in
+    ``cli``, click's extras (``metavar``, ``flag`` for another name, ``cli=False`` to hide it).
+
+    Why: a field's default, choices and meaning are written once; `jobi_tf.cli.options`
+    builds each ``jobi-tf`` flag from them, so the CLI, the Python API and ``config.json`` agree.
+    """
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices, **cli})
+
+
+def flag_name(section: type, field: str) -> str:
+    """The ``--flag`` of a config field (its name with ``-``, unless its metadata names another)."""
+    meta = next(f.metadata for f in dataclasses.fields(section) if f.name == field)
+    return "--" + meta.get("flag", field).replace("_", "-")
+
+
+def _positive_int(field: str, value: int, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(field, f"must be an integer >= {minimum}. Received: {value!r}")
+
+
+def _probability(field: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ConfigError(field, f"must be a number in [0, 1]. Received: {value!r}")
+
+
+def _positive_float(field: str, value: float, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > 0 or (allow_zero and value == 0))
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(field, f"must be a finite number {bound}. Received: {value!r}")
+
+
+def _choice(field: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(field, f"must be one of {', '.join(choices)}. Received: {value!r}")
