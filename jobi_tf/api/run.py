@@ -1,220 +1,26 @@
-"""The Python API: load a graph, train, evaluate, ask top-k by name, export.
-
-Everything the CLI does, from Python, without reading internal modules::
-
-    import jobi_tf
-
-    data = jobi_tf.load_dataset("fb15k-237")            # a name, a folder, or in-memory triples
-    run = jobi_tf.train(data, joint=True, p=0.3, epochs=50)
-    run.metrics["test"]["mrr"]
-    run.predict_tails("/m/02mjmr", "/people/person/nationality", k=5)
-    run = jobi_tf.load_run(run.path)                  # later, from the run folder alone
+"""`Run` and `load_run`: a trained run as an object: evaluate, ask top-k by name, export.
 
 A `Run` is a run folder (`jobi_tf.runs.RunFolder`) with its model loaded. Predictions go
-through the export's `jobi_tf.scorer_module.TripleScorerModule`, so Python and TensorFlow Serving
-answer with the same code. Errors name the config field (``batch_size``), not a CLI flag.
+through the export's `jobi_tf.scorer_module.TripleScorerModule`, so Python and TensorFlow
+Serving answer with the same code.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jobi_tf.config import DataConfig, EvalConfig, ExportConfig, RunConfig, with_settings
-from jobi_tf.data.index import KGIndex, build_index
-from jobi_tf.data.triples import write_triples
-from jobi_tf.data.vocab import Vocab
-from jobi_tf.errors import ConfigError, DatasetFormatError, JobiError
-from jobi_tf.presets import apply_preset
+from jobi_tf.api.data import Dataset, load_dataset, python_errors
+from jobi_tf.config import EvalConfig, ExportConfig, RunConfig
+from jobi_tf.errors import JobiError
 from jobi_tf.runs import RunFolder
-from jobi_tf.types import SPLITS
 
-__all__ = ["Dataset", "Embeddings", "Run", "load_dataset", "train", "load_run"]
-
-#: Names `load_dataset` resolves itself; anything else must be a folder.
-_SYNTHETIC = "synthetic"
-
-
-@contextlib.contextmanager
-def _python_errors() -> Iterator[None]:
-    """Config errors raised inside name the field a Python caller passed, not its CLI flag."""
-    try:
-        yield
-    except ConfigError as exc:
-        raise exc.for_python() from None
-
-
-@dataclasses.dataclass(frozen=True)
-class Dataset:
-    """A knowledge graph with its vocabularies and id-encoded splits, ready to train on.
-
-    Attributes:
-        entities, relations: the vocabularies (id = position).
-        index: the id-encoded splits and lookup tables (`jobi_tf.data.index.KGIndex`).
-        data: how to load it again (recorded in a run's ``config.json``); None for triples
-            given in memory, which `train` writes into the run folder instead.
-        splits: the label triples given in memory, else None.
-    """
-
-    entities: Vocab
-    relations: Vocab
-    index: KGIndex
-    data: DataConfig | None
-    splits: Mapping[str, np.ndarray] | None = None
-
-    @property
-    def num_entities(self) -> int:
-        return self.index.num_entities
-
-    @property
-    def num_relations(self) -> int:
-        return self.index.num_relations
-
-    def triples(self, split: str) -> np.ndarray:
-        """The labels of a split as a str ``(N, 3)`` array."""
-        ids = self.index.split(split)
-        return np.stack(
-            [self.entities.labels[ids[:, 0]], self.relations.labels[ids[:, 1]], self.entities.labels[ids[:, 2]]], axis=1
-        )
-
-    def __repr__(self) -> str:
-        sizes = ", ".join(f"{s}={len(self.index.split(s))}" for s in SPLITS)
-        return f"Dataset({self.num_entities} entities, {self.num_relations} relations, {sizes})"
-
-
-def load_dataset(
-    source: str | os.PathLike[str] | Mapping[str, Any] | DataConfig = _SYNTHETIC,
-    *,
-    data_dir: str | os.PathLike[str] | None = None,
-    seed: int = 0,
-) -> Dataset:
-    """Load a graph.
-
-    Args:
-        source: a benchmark name (``"fb15k-237"``, ``"wn18rr"``, ...: downloaded once through
-            TensorFlow Datasets, or read offline from ``data_dir`` or ``$JOBI_TF_DATA_DIR``),
-            ``"synthetic"`` (the built-in typed graph), a folder with ``train.txt``,
-            ``valid.txt``, ``test.txt``, a `DataConfig`, or in-memory triples
-            ``{"train": [(head, relation, tail), ...], "valid": ..., "test": ...}``.
-        data_dir: with a benchmark name, its local copy.
-        seed: the synthetic graph's seed.
-    """
-    from jobi_tf.datasets import NAMES
-    from jobi_tf.loading import load_index
-
-    if isinstance(source, Mapping):
-        return _from_triples(source)
-    with _python_errors():
-        if isinstance(source, DataConfig):
-            cfg = source
-        elif str(source).strip().lower().replace("_", "-") in (*NAMES, _SYNTHETIC):
-            name = str(source).strip().lower().replace("_", "-")
-            cfg = DataConfig(dataset=name, data_dir=None if data_dir is None else str(data_dir))
-        elif Path(source).is_dir():
-            cfg = DataConfig(dataset=None, data_dir=str(source))
-        else:
-            raise JobiError(
-                f"{source}: neither a known dataset ({', '.join((*NAMES, _SYNTHETIC))}) nor a folder "
-                "with train.txt, valid.txt, test.txt"
-            )
-        entities, relations, index = load_index(cfg, seed=seed)
-    return Dataset(entities, relations, index, cfg)
-
-
-def _from_triples(splits: Mapping[str, Any]) -> Dataset:
-    missing = [s for s in SPLITS if s not in splits]
-    if missing:
-        raise DatasetFormatError("triples", f"lacks the split(s) {', '.join(missing)}; give train, valid and test")
-    arrays = {}
-    for split in SPLITS:
-        rows = np.asarray(splits[split], dtype=str)
-        if rows.size == 0:
-            rows = rows.reshape(0, 3)
-        if rows.ndim != 2 or rows.shape[1] != 3:
-            raise DatasetFormatError(
-                f"triples[{split!r}]", f"must be (head, relation, tail) rows; got shape {rows.shape}"
-            )
-        odd = rows == ""
-        for char in "\t\n\r":  # a label the run folder's text files could not hold
-            odd |= np.char.find(rows, char) >= 0
-        bad = np.flatnonzero(odd.any(axis=1))
-        if len(bad):
-            raise DatasetFormatError(
-                f"triples[{split!r}]", f"row {bad[0]}: a label is empty or holds a tab or line break: {rows[bad[0]]}"
-            )
-        arrays[split] = rows
-    if len(arrays["train"]) == 0:
-        raise DatasetFormatError("triples['train']", "is empty")
-    entities, relations, index = build_index(arrays, "triples")
-    return Dataset(entities, relations, index, None, arrays)
-
-
-def train(
-    data: Dataset | str | os.PathLike[str] | Mapping[str, Any] | DataConfig = _SYNTHETIC,
-    *,
-    model: str | None = None,
-    dim: int | None = None,
-    joint: bool | None = None,
-    p: float | None = None,
-    run_dir: str | os.PathLike[str] | None = None,
-    config: RunConfig | None = None,
-    preset: str | None = None,
-    verbose: int = 0,
-    **settings: Any,
-) -> Run:
-    """Train (or resume, or reload when finished) a run and return it.
-
-    Args:
-        data: a `Dataset`, or anything `load_dataset` takes.
-        model, dim, joint, p: the scorer, its size, JoBi's pair head and the share of biased
-            negatives (``joint=True, p=0.3`` is JoBi); unset ones keep ``config``'s values.
-        run_dir: the run folder; None makes a new temporary folder (kept after the run,
-            so `load_run` can read it later: its path is ``Run.path``). An existing
-            folder of the same run resumes it.
-        config: a full `RunConfig` to start from (its ``data`` is replaced by ``data``).
-        preset: a named recipe (`jobi_tf.presets.PRESETS`, e.g. ``"kbc"``, with its settings
-            for the named dataset) applied to ``config``; the settings given here win over it.
-        verbose: Keras's progress output (0 silent, 1 a bar, 2 one line per epoch).
-        **settings: any other field of the run's config by name: ``epochs``, ``batch_size``,
-            ``neg``, ``loss``, ``reciprocal``, ``regularizer``, ``lr``, ``seed``, ...
-
-    The caller's global random states (Python, NumPy, TensorFlow, Keras) are left as they were.
-    """
-    from jobi_tf import regimes
-    from jobi_tf.training import train as train_run
-
-    dataset = data if isinstance(data, Dataset) else load_dataset(data)
-    named = {"model": model, "dim": dim, "joint": joint, "p": p}
-    settings = {**{k: v for k, v in named.items() if v is not None}, **settings}
-    with _python_errors():
-        base = config or RunConfig()
-        if preset is not None:
-            name = dataset.data.name if dataset.data is not None else None
-            base = apply_preset(base, preset, explicit=set(settings), dataset=name)
-        cfg = with_settings(base, settings)  # checked before any folder is made
-        regimes.check(cfg)
-        folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
-        cfg = dataclasses.replace(cfg, data=_data_config(dataset, folder))
-        train_run(cfg, folder.path, verbose=verbose, data=(dataset.entities, dataset.relations, dataset.index))
-    return load_run(folder.path, data=dataset)
-
-
-def _data_config(dataset: Dataset, folder: RunFolder) -> DataConfig:
-    """Where the run's config says its data is; in-memory triples are written into the folder."""
-    if dataset.data is not None:
-        return dataset.data
-    folder.data.mkdir(parents=True, exist_ok=True)
-    for split in SPLITS:
-        path = folder.data / f"{split}.txt"
-        write_triples(path, dataset.index.split(split), dataset.entities.labels, dataset.relations.labels)
-    return DataConfig(dataset=None, data_dir=str(folder.data.resolve()))
+__all__ = ["Run", "Embeddings", "Answers", "load_run"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,7 +126,7 @@ class Run:
 
         cfg = eval_config or self.config.eval
         if rank_type is not None:
-            with _python_errors():
+            with python_errors():
                 cfg = dataclasses.replace(cfg, rank_type=rank_type)
         if cfg not in self._evaluators:
             self._evaluators[cfg] = FilteredEvaluator(self.data.index, cfg, relation_labels=self._relations.labels)
@@ -418,7 +224,7 @@ class Run:
         """
         from jobi_tf.export import export_run
 
-        with _python_errors():
+        with python_errors():
             cfg = ExportConfig(**export_settings)
         train_triples = self.data.index.train if cfg.filter_known or cfg.typed else None
         return export_run(self.path, path, cfg, model=self.model, train_triples=train_triples)

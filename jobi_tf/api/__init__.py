@@ -1,0 +1,95 @@
+"""The Python API: load a graph, train, evaluate, ask top-k by name, export.
+
+Everything the CLI does, from Python, without reading internal modules::
+
+    import jobi_tf
+
+    data = jobi_tf.load_dataset("fb15k-237")            # a name, a folder, or in-memory triples
+    run = jobi_tf.train(data, joint=True, p=0.3, epochs=50)
+    run.metrics["test"]["mrr"]
+    run.predict_tails("/m/02mjmr", "/people/person/nationality", k=5)
+    run = jobi_tf.load_run(run.path)                  # later, from the run folder alone
+
+A `Run` is a run folder (`jobi_tf.runs.RunFolder`) with its model loaded. Predictions go
+through the export's `jobi_tf.scorer_module.TripleScorerModule`, so Python and TensorFlow Serving
+answer with the same code. Errors name the config field (``batch_size``), not a CLI flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from jobi_tf.api.data import SYNTHETIC, Dataset, load_dataset, python_errors
+from jobi_tf.api.run import Embeddings, Run, load_run
+from jobi_tf.config import DataConfig, RunConfig, with_settings
+from jobi_tf.data.triples import write_triples
+from jobi_tf.presets import apply_preset
+from jobi_tf.runs import RunFolder
+from jobi_tf.types import SPLITS
+
+__all__ = ["Dataset", "Embeddings", "Run", "load_dataset", "train", "load_run"]
+
+
+def train(
+    data: Dataset | str | os.PathLike[str] | Mapping[str, Any] | DataConfig = SYNTHETIC,
+    *,
+    model: str | None = None,
+    dim: int | None = None,
+    joint: bool | None = None,
+    p: float | None = None,
+    run_dir: str | os.PathLike[str] | None = None,
+    config: RunConfig | None = None,
+    preset: str | None = None,
+    verbose: int = 0,
+    **settings: Any,
+) -> Run:
+    """Train (or resume, or reload when finished) a run and return it.
+
+    Args:
+        data: a `Dataset`, or anything `load_dataset` takes.
+        model, dim, joint, p: the scorer, its size, JoBi's pair head and the share of biased
+            negatives (``joint=True, p=0.3`` is JoBi); unset ones keep ``config``'s values.
+        run_dir: the run folder; None makes a new temporary folder (kept after the run,
+            so `load_run` can read it later: its path is ``Run.path``). An existing
+            folder of the same run resumes it.
+        config: a full `RunConfig` to start from (its ``data`` is replaced by ``data``).
+        preset: a named recipe (`jobi_tf.presets.PRESETS`, e.g. ``"kbc"``, with its settings
+            for the named dataset) applied to ``config``; the settings given here win over it.
+        verbose: Keras's progress output (0 silent, 1 a bar, 2 one line per epoch).
+        **settings: any other field of the run's config by name: ``epochs``, ``batch_size``,
+            ``neg``, ``loss``, ``reciprocal``, ``regularizer``, ``lr``, ``seed``, ...
+
+    The caller's global random states (Python, NumPy, TensorFlow, Keras) are left as they were.
+    """
+    from jobi_tf import regimes
+    from jobi_tf.training import train as train_run
+
+    dataset = data if isinstance(data, Dataset) else load_dataset(data)
+    named = {"model": model, "dim": dim, "joint": joint, "p": p}
+    settings = {**{k: v for k, v in named.items() if v is not None}, **settings}
+    with python_errors():
+        base = config or RunConfig()
+        if preset is not None:
+            name = dataset.data.name if dataset.data is not None else None
+            base = apply_preset(base, preset, explicit=set(settings), dataset=name)
+        cfg = with_settings(base, settings)  # checked before any folder is made
+        regimes.check(cfg)
+        folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
+        cfg = dataclasses.replace(cfg, data=_data_config(dataset, folder))
+        train_run(cfg, folder.path, verbose=verbose, data=(dataset.entities, dataset.relations, dataset.index))
+    return load_run(folder.path, data=dataset)
+
+
+def _data_config(dataset: Dataset, folder: RunFolder) -> DataConfig:
+    """Where the run's config says its data is; in-memory triples are written into the folder."""
+    if dataset.data is not None:
+        return dataset.data
+    folder.data.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        path = folder.data / f"{split}.txt"
+        write_triples(path, dataset.index.split(split), dataset.entities.labels, dataset.relations.labels)
+    return DataConfig(dataset=None, data_dir=str(folder.data.resolve()))
