@@ -133,54 +133,72 @@ def export_saved_model(
         raise ExportError(f"{final}: version {version} exists; use --force to replace it or --version for another")
     known = known_facts(train_triples, len(relations), len(entities)) if cfg.filter_known else (None, None, None)
     slots = slot_sets(train_triples, len(relations)) if cfg.typed else None  # (`jobi_tf.data.index`)
-    pair_table = None
-    if cfg.pair_head:
-        if getattr(model, "pair_relations", None) is None:
-            raise ExportError("--pair-head: this run has no pair head (it was trained without --joint)")
-        pair_table = np.asarray(model.pair_relations.numpy(), np.float32)
-        if not np.isfinite(pair_table).all():
-            raise ExportError("pair_relations holds NaN or Inf; nothing was exported")
-    info = {
+    pair_table = _pair_table(model) if cfg.pair_head else None
+    info = {**_metadata(model, len(entities), len(relations), cfg, calibration), **(metadata or {})}
+
+    def module(vocab_dir: Path):
+        return scorer_module(
+            model,
+            str(vocab_dir / "entities.txt"),
+            str(vocab_dir / "relations.txt"),
+            known,
+            tables=(entity_table, relation_table),
+            slots=slots,
+            calibration=calibration,
+            pair_relations=pair_table,
+        )
+
+    _write_version(module, entities, relations, _signatures(cfg), info, final)
+    logger.info("exported %s", final)
+    return ExportResult(final, version, directory_bytes(final), entity_table.nbytes + relation_table.nbytes)
+
+
+def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: ExportConfig, calibration) -> dict:
+    """What `METADATA_FILE` says about the export."""
+    return {
         "model": model.model_name,
         "dim": model.dim,
-        "num_entities": len(entities),
-        "num_relations": len(relations),
-        "reciprocal": reciprocal,
+        "num_entities": num_entities,
+        "num_relations": num_relations,
+        "reciprocal": bool(getattr(model, "reciprocal", False)),
         "filter_known": cfg.filter_known,
         "typed": cfg.typed,
         "pair_head": cfg.pair_head,
         "calibrated": calibration is not None,
         "calibration": None if calibration is None else calibration.method,
         "signatures": {"serving_default": DEFAULT_SIGNATURE, **{s: s for s in _signatures(cfg)}},
-        **(metadata or {}),
     }
-    base.mkdir(parents=True, exist_ok=True)
-    staging = base / f"{version}.incomplete-{secrets.token_hex(4)}"
+
+
+def _pair_table(model: JoBiModel) -> np.ndarray:
+    """The pair head's relation table, for soft typed answers (refused without one)."""
+    if getattr(model, "pair_relations", None) is None:
+        raise ExportError("--pair-head: this run has no pair head (it was trained without --joint)")
+    table = np.asarray(model.pair_relations.numpy(), np.float32)
+    if not np.isfinite(table).all():
+        raise ExportError("pair_relations holds NaN or Inf; nothing was exported")
+    return table
+
+
+def _write_version(module, entities: Vocab, relations: Vocab, names: tuple[str, ...], info: dict, final: Path) -> None:
+    """Write the SavedModel of ``module(vocab_dir)`` with its signatures ``names`` and the
+    metadata ``info`` to a staging folder, then move it to ``final`` (nothing is left on failure)."""
+    staging = final.parent / f"{final.name}.incomplete-{secrets.token_hex(4)}"
+    final.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory() as vocab_dir:
             entities.save(Path(vocab_dir) / "entities.txt")
             relations.save(Path(vocab_dir) / "relations.txt")
-            module = scorer_module(
-                model,
-                str(Path(vocab_dir) / "entities.txt"),
-                str(Path(vocab_dir) / "relations.txt"),
-                known,
-                tables=(entity_table, relation_table),
-                slots=slots,
-                calibration=calibration,
-                pair_relations=pair_table,
-            )
-            signatures = {name: getattr(module, name) for name in _signatures(cfg)}
+            served = module(Path(vocab_dir))
+            signatures = {name: getattr(served, name) for name in names}
             signatures["serving_default"] = signatures[DEFAULT_SIGNATURE]
-            tf.saved_model.save(module, str(staging), signatures=signatures)
+            tf.saved_model.save(served, str(staging), signatures=signatures)
         (staging / METADATA_FILE).parent.mkdir(exist_ok=True)
         (staging / METADATA_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         _move_into_place(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    logger.info("exported %s", final)
-    return ExportResult(final, version, directory_bytes(final), entity_table.nbytes + relation_table.nbytes)
 
 
 def _check_inputs(

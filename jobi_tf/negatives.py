@@ -189,31 +189,44 @@ class NegativeSampler:
         cfg = self.cfg
         seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(step, tf.int64)])
         s_own, s_shared = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
-        b = tf.shape(triples)[0]
-        rel = triples[:, RELATION][:, None]
         side = None
         if cfg.corrupt_side == "per-positive":
             # A separate stream (folded in), so per-negative runs keep their exact draws.
             side_seed = tf.random.experimental.stateless_fold_in(seed, 1)
-            side = tf.random.stateless_uniform(tf.stack([b, 1]), side_seed) < 0.5
+            side = tf.random.stateless_uniform(tf.stack([tf.shape(triples)[0], 1]), side_seed) < 0.5
         if cfg.shared_negatives == 0:
-            own = self._draw(rel, tf.stack([b, cfg.neg]), cfg.p, s_own, side)
-            out = dict(own, triples=triples)
-            if not self.provenance:
-                out.pop("biased")
-            out["valid_negative"] = self._differs(triples, own["candidates"], own["corrupt_tail"])
-            if self.with_pair_labels:
-                out["pair_labels"] = self.pair_labels(rel, own["candidates"], own["corrupt_tail"])
-            if side is not None:
-                out["positive_corrupt_tail"] = side[:, 0]
-            return out
+            out = self._per_triple(triples, s_own, side)
+        else:
+            out = self._shared(triples, s_own, s_shared, side)
+        return out
 
+    def _per_triple(self, triples: tf.Tensor, s_own: tf.Tensor, side: tf.Tensor | None) -> dict[str, tf.Tensor]:
+        """Features with ``neg`` negatives of each positive's own (`__call__`)."""
+        rel = triples[:, RELATION][:, None]
+        own = self._draw(rel, tf.stack([tf.shape(triples)[0], self.cfg.neg]), self.cfg.p, s_own, side)
+        out = dict(own, triples=triples)
+        if not self.provenance:
+            out.pop("biased")
+        out["valid_negative"] = self._differs(triples, own["candidates"], own["corrupt_tail"])
+        if self.with_pair_labels:
+            out["pair_labels"] = self.pair_labels(rel, own["candidates"], own["corrupt_tail"])
+        if side is not None:
+            out["positive_corrupt_tail"] = side[:, 0]
+        return out
+
+    def _shared(
+        self, triples: tf.Tensor, s_own: tf.Tensor, s_shared: tf.Tensor, side: tf.Tensor | None
+    ) -> dict[str, tf.Tensor]:
+        """Features with biased negatives per positive (or per run of ``biased_chunk``) and
+        uniform ones shared by each chunk of ``shared_negatives`` positives (`__call__`)."""
+        cfg = self.cfg
+        b = tf.shape(triples)[0]
         k_b = int(round(cfg.p * cfg.neg))
         k_u = cfg.neg - k_b
         c = cfg.shared_negatives
         if cfg.biased_chunk:
             triples, side = self._sorted_by_slot(triples, side)
-            rel = triples[:, RELATION][:, None]
+        rel = triples[:, RELATION][:, None]
         shared = self._draw(tf.zeros([b // c, 1], tf.int32), tf.stack([b // c, k_u]), 0.0, s_shared)
         if side is None:
             shared_tail = tf.repeat(shared["corrupt_tail"], c, axis=0)

@@ -129,3 +129,19 @@ def test_every_package_of_the_library_is_installed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     found = {m for m, path in _modules().items() if path.name == "__init__.py"}
     assert found == listed
+
+
+def test_modules_and_functions_stay_short():
+    """One concept per module: none of the library's modules over 400 lines, no function over 60
+    (a longer one is two concepts or two steps; split it)."""
+    long_modules, long_functions = [], []
+    for module, path in _modules().items():
+        if not module.startswith("jobi_tf.") or module.startswith(("jobi_tf.cli", "jobi_tf.serving")):
+            continue
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 400:
+            long_modules.append(f"{module}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long_functions.append(f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert long_modules == [] and long_functions == []

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from jobi_tf import losses, regularizers
 from jobi_tf.config import MATMUL_DTYPES
+from jobi_tf.models.base import DistributedModel
 from jobi_tf.models.scorers import Scorer, get_scorer
 from jobi_tf.models.tables import Queries, make_tables, rows
 from jobi_tf.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, ScoredBatch, replica_share
@@ -30,7 +31,7 @@ __all__ = ["JoBiModel"]
 
 
 @keras.saving.register_keras_serializable(package="jobi_tf")
-class JoBiModel(keras.Model):
+class JoBiModel(DistributedModel):
     """Bilinear KG embedding model with JoBi's pair head.
 
     Args:
@@ -112,53 +113,42 @@ class JoBiModel(keras.Model):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        if num_entities < 1 or num_relations < 1:
-            raise ValueError(
-                f"num_entities and num_relations must be >= 1. Received: num_entities={num_entities}, "
-                f"num_relations={num_relations}"
-            )
-        self.objective = losses.get(loss, label_smoothing=label_smoothing, slot_weight=slot_weight)
-        self.label_smoothing = label_smoothing
-        self.slot_weight = slot_weight
-        if relation_prediction < 0:
-            raise ValueError(f"relation_prediction must be >= 0. Received: relation_prediction={relation_prediction!r}")
-        self.relation_prediction = relation_prediction
-        if matmul_dtype not in MATMUL_DTYPES:
-            raise ValueError(f"matmul_dtype must be one of {MATMUL_DTYPES}. Received: matmul_dtype={matmul_dtype!r}")
-        self.matmul_dtype = matmul_dtype
-        self.relation_objective = RelationPrediction() if relation_prediction else None
-        # The pair head scores the same candidates as the triple head (sampled or all).
-        self.pair_objective = PairBCE(regime=self.objective.regime) if joint else None
-        self.num_entities = num_entities
-        self.num_relations = num_relations
+        _check_arguments(num_entities, num_relations, relation_prediction, matmul_dtype)
+        self.num_entities, self.num_relations, self.dim = num_entities, num_relations, dim
         self.scorer = get_scorer(model)
         self.model_name = self.scorer.kind  # None for a scorer of your own
-        self.dim = dim
-        self.joint = joint
-        self.alpha = alpha
-        self.penalty = regularizers.get(regularizer, relation_penalty=relation_penalty)
-        self.regularization = regularization
-        self.regularizer = regularizer if isinstance(regularizer, str) else None  # (the config's name)
-        self.relation_penalty = relation_penalty
+        self.joint, self.alpha, self.init, self.reciprocal = joint, alpha, init, reciprocal
+        self.label_smoothing, self.slot_weight = label_smoothing, slot_weight
+        self.relation_prediction, self.matmul_dtype = relation_prediction, matmul_dtype
+        self.objective = losses.get(loss, label_smoothing=label_smoothing, slot_weight=slot_weight)
         self.loss_kind = losses.name_of(self.objective)
-        self.init = init
-        self.reciprocal = reciprocal
-        relation_rows = num_relations * (2 if reciprocal else 1)  # reciprocal: row r + R is r's inverse
-        ew, rw = self.scorer.entity_width(dim), self.scorer.relation_width(dim)
-        shapes = {"entity_embeddings": (num_entities, ew), "triple_relations": (relation_rows, rw)}
-        if joint:
-            shapes["pair_relations"] = (relation_rows, rw)
+        # The pair head scores the same candidates as the triple head (its regime's).
+        self.pair_objective = PairBCE(regime=self.objective.regime) if joint else None
+        self.relation_objective = RelationPrediction() if relation_prediction else None
+        self.penalty = regularizers.get(regularizer, relation_penalty=relation_penalty)
+        self.regularization, self.relation_penalty = regularization, relation_penalty
+        self.regularizer = regularizer if isinstance(regularizer, str) else None  # (the config's name)
         self.table_shards = table_shards
         if table_shards:
             self._check_shardable()
-        tables = make_tables(self, shapes, init, table_shards, table_seed)
-        self.entity_embeddings = tables["entity_embeddings"]
-        self.triple_relations = tables["triple_relations"]
-        self.pair_relations = tables.get("pair_relations")
+        self._make_tables(table_shards, table_seed)
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
         self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
         self.built = True  # every variable exists now; no input is needed to build
+
+    def _make_tables(self, table_shards: int, table_seed: int) -> None:
+        """The entity table and each head's relation table (`jobi_tf.models.tables.make_tables`);
+        with ``reciprocal``, row ``r + num_relations`` of a relation table is ``r``'s inverse."""
+        relation_rows = self.num_relations * (2 if self.reciprocal else 1)
+        ew, rw = self.scorer.entity_width(self.dim), self.scorer.relation_width(self.dim)
+        shapes = {"entity_embeddings": (self.num_entities, ew), "triple_relations": (relation_rows, rw)}
+        if self.joint:
+            shapes["pair_relations"] = (relation_rows, rw)
+        tables = make_tables(self, shapes, self.init, table_shards, table_seed)
+        self.entity_embeddings = tables["entity_embeddings"]
+        self.triple_relations = tables["triple_relations"]
+        self.pair_relations = tables.get("pair_relations")
 
     def _check_shardable(self) -> None:
         """Sharded tables are read a row at a time: refuse what reads a whole table."""
@@ -202,28 +192,6 @@ class JoBiModel(keras.Model):
             name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
             **placement,
         )
-
-    def train_step(self, data):
-        """Keras's own step; across workers, its scalar logs come back as ``[1]`` vectors.
-
-        Why: under a multi-worker strategy Keras's ``fit`` averages the replicas' logs with
-        ``strategy.reduce("MEAN", value, axis=0)``, which fails on a scalar ("Invalid
-        reduction dimension 0 for input with 0 dimensions"); a ``[1]`` vector reduces to the
-        scalar every callback expects.
-        """
-        logs = super().train_step(data)
-        strategy = tf.distribute.get_strategy()
-        if getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)():
-            logs = {k: tf.reshape(v, [1]) if v.shape.rank == 0 else v for k, v in logs.items()}
-        return logs
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        """Under a strategy, Keras's ``fit`` averages the first batch over the replicas
-        just to read its shapes, which fails on the sampler's bool features (``AddN`` of
-        bool). This model is built in ``__init__``: only the optimizer may still need it."""
-        if self.optimizer is not None and not self.optimizer.built:
-            with self.distribute_strategy.scope():
-                self.optimizer.build(self.trainable_variables)
 
     # -- queries of the triple head (evaluation and export use only these) ---------------
     @property
@@ -399,6 +367,18 @@ class JoBiModel(keras.Model):
             "matmul_dtype": self.matmul_dtype,
             "name": self.name,
         }
+
+
+def _check_arguments(num_entities: int, num_relations: int, relation_prediction: float, matmul_dtype: str) -> None:
+    if num_entities < 1 or num_relations < 1:
+        raise ValueError(
+            f"num_entities and num_relations must be >= 1. Received: num_entities={num_entities}, "
+            f"num_relations={num_relations}"
+        )
+    if relation_prediction < 0:
+        raise ValueError(f"relation_prediction must be >= 0. Received: relation_prediction={relation_prediction!r}")
+    if matmul_dtype not in MATMUL_DTYPES:
+        raise ValueError(f"matmul_dtype must be one of {MATMUL_DTYPES}. Received: matmul_dtype={matmul_dtype!r}")
 
 
 def _checked_triples(triples) -> tf.Tensor:
