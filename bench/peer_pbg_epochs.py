@@ -61,7 +61,6 @@ import torchbiggraph  # noqa: E402
 import torchbiggraph.train  # noqa: E402
 from torchbiggraph.checkpoint_storage import CHECKPOINT_STORAGES  # noqa: E402
 from torchbiggraph.config import ConfigFileLoader, add_to_sys_path  # noqa: E402
-from torchbiggraph.converters.import_from_tsv import convert_input_data  # noqa: E402
 from torchbiggraph.train import train  # noqa: E402
 from torchbiggraph.util import SubprocessInitializer, set_logging_verbosity, setup_logging  # noqa: E402
 
@@ -236,19 +235,7 @@ def main() -> None:
     import_s = 0.0
     if not imported.exists():
         random.seed(args.seed)  # the importer shuffles entity and relation names with `random`
-        start = time.perf_counter()
-        convert_input_data(
-            config.entities,
-            config.relations,
-            config.entity_path,
-            config.edge_paths,
-            [data_dir / f"{s}.txt" for s in splits],
-            lhs_col=0,
-            rhs_col=2,
-            rel_col=1,
-            dynamic_relations=config.dynamic_relations,
-        )
-        import_s = time.perf_counter() - start
+        import_s = peer_pbg.import_tsv(config, data_dir, splits)
         imported.touch()
 
     train_config = attr.evolve(config, edge_paths=[edge_paths[0]])
