@@ -7,7 +7,9 @@ Steps:
 2. Draw each system's points at the training minutes they actually reached (a point is the
    first validation at or past its budget, so it lies at or just right of the budget's dotted
    vertical), log x axis; an open marker is a point taken later than its first validation past
-   the budget (``exact: false`` in the JSON).
+   the budget (``exact: false`` in the JSON). A run stopped converged (``--stop-after``) is
+   drawn once at the seconds it stopped, with a dashed flat line to the largest budget: the
+   model it holds there is every later budget's.
 3. Print one JSON line with the plotted points.
 
 Needs matplotlib (``pip install ".[plots]"``); it is not a dependency of the library.
@@ -67,6 +69,7 @@ def main() -> None:
                 "best_epoch": p["best_epoch"],
                 args.metric: p["test"][args.metric],
                 "exact": p["exact"],
+                "converged": p.get("stop", "").startswith("converged"),
             }
             for p in sorted(record["points"], key=lambda p: p["budget_s"])
         ]
@@ -84,8 +87,11 @@ def main() -> None:
     for label, points in lines.items():
         if not points:
             continue
-        xs, ys = [p["train_minutes"] for p in points], [p[args.metric] for p in points]
+        drawn = [p for p in points if not p["converged"]] + [p for p in points if p["converged"]][:1]
+        xs, ys = [p["train_minutes"] for p in drawn], [p[args.metric] for p in drawn]
         (line,) = ax.plot(xs, ys, marker="o", ms=5, label=label)
+        if drawn[-1]["converged"]:  # stopped: the same model for every later budget
+            ax.plot([xs[-1], max(budgets)], [ys[-1], ys[-1]], ls="--", lw=1, color=line.get_color())
         late = [p for p in points if not p["exact"]]
         if late:
             ax.plot(
