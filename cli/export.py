@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import click
@@ -60,10 +61,10 @@ def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
     """
     cfg = ExportConfig(**flags)  # --version, --force, --filter-known, --typed, --pair-head
     start_tensorflow()
-    from jobi_tf.export import export_run  # imports TensorFlow
+    from jobi_tf.api import load_run  # imports TensorFlow
 
     with progress_to_stderr():
-        result = export_run(run_dir, export_base, cfg)
+        result = load_run(run_dir).export(export_base, **dataclasses.asdict(cfg))
     checkpoint = RunFolder(run_dir).checkpoint
     summary = {
         "export_dir": str(result.path),
