@@ -13,13 +13,16 @@ nothing, and a plug-in is imported only when a run asks for it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import pkgutil
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KINDS", "names", "load", "misplaced", "about"]
+from jobi_tf.errors import ConfigError
+
+__all__ = ["KINDS", "names", "load", "misplaced", "check", "about"]
 
 _ROOT = Path(__file__).resolve().parent
 
@@ -58,6 +61,19 @@ def misplaced(kind: str, name: str, settings: dict[str, Any]) -> tuple[str, list
         if option not in chosen.options and option in settings and settings[option] != off:
             return option, takers
     return None
+
+
+def check(kind: str, cfg: Any) -> None:
+    """The choice of a kind in a `jobi_tf.config.RunConfig` (``cfg.train.<kind>``; not
+    imported here: the config imports this module): refuse a setting moved from its off
+    value that the choice does not take (``--label-smoothing`` with sampled negatives), then
+    what the chosen plug-in refuses itself (its ``check``)."""
+    name = getattr(cfg.train, kind)
+    wrong = misplaced(kind, name, dataclasses.asdict(cfg.train))
+    if wrong:
+        option, takers = wrong
+        raise ConfigError(option, f"needs --{kind} {' or '.join(takers)}")
+    load(kind, name).check(cfg)
 
 
 def _options(kind: str) -> dict[str, tuple[list[str], Any]]:

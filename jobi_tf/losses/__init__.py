@@ -11,11 +11,9 @@ live in `jobi_tf.objectives`.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from jobi_tf import plugins
-from jobi_tf.errors import ConfigError
 
 if TYPE_CHECKING:
     from jobi_tf.config import RunConfig
@@ -60,10 +58,5 @@ def name_of(objective: Objective) -> str | None:
 
 
 def check(cfg: RunConfig) -> None:
-    """Refuse a loss setting moved from its off value that ``--loss`` does not take
-    (``--label-smoothing`` with sampled negatives), then what the loss refuses itself."""
-    wrong = plugins.misplaced("loss", cfg.train.loss, dataclasses.asdict(cfg.train))
-    if wrong:
-        option, takers = wrong
-        raise ConfigError(option, f"needs --loss {' or '.join(takers)}")
-    loss_class(cfg.train.loss).check(cfg)
+    """`jobi_tf.plugins.check` of the run's ``--loss``."""
+    plugins.check("loss", cfg)

@@ -13,11 +13,9 @@ consumes its model's factors the same way).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from jobi_tf import plugins
-from jobi_tf.errors import ConfigError
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -76,12 +74,5 @@ def get(name: str | Regularizer, **settings: Any) -> Regularizer:
 
 
 def check(cfg: RunConfig) -> None:
-    """Refuse a regularizer setting moved from its off value that the chosen regularizer
-    does not take (``--relation-penalty`` without ``--regularizer n3``), then what the
-    chosen one refuses itself."""
-    name = cfg.train.regularizer
-    wrong = plugins.misplaced("regularizer", name, dataclasses.asdict(cfg.train))
-    if wrong:
-        option, takers = wrong
-        raise ConfigError(option, f"needs --regularizer {' or '.join(takers)}")
-    plugins.load("regularizer", name).check(cfg)
+    """`jobi_tf.plugins.check` of the run's ``--regularizer``."""
+    plugins.check("regularizer", cfg)
