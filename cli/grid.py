@@ -47,10 +47,10 @@ def grid(ctx: click.Context, spec_path: str, out: str, dry_run: bool, summary_on
 
         def train_cell(config, run_dir):
             start_tensorflow()
-            from jobi_tf.training import train  # imports TensorFlow
+            from jobi_tf.api import train_from_config  # imports TensorFlow
 
             with progress_to_stderr():
-                return train(config, run_dir, verbose=0 if quiet else None).metrics
+                return train_from_config(config, run_dir, verbose=0 if quiet else None)
 
         def log(message: str) -> None:
             if not quiet:

@@ -1,4 +1,4 @@
-"""``jobi-tf train``: flags → `RunConfig` → `jobi_tf.training.train` → metrics on stdout."""
+"""``jobi-tf train``: flags → `RunConfig` → `jobi_tf.api.train_from_config` → metrics on stdout."""
 
 from __future__ import annotations
 
@@ -51,19 +51,19 @@ def train(ctx: click.Context, **flags) -> None:
     cfg = config_from_flags(flags)
     out = Path(flags["out"]) if flags["out"] else _default_out(cfg)
     start_tensorflow()
-    from jobi_tf.training import train as run_training  # imports TensorFlow
+    from jobi_tf.api import train_from_config  # imports TensorFlow
 
     with progress_to_stderr():
-        result = run_training(cfg, out, verbose=0 if ctx.obj["quiet"] else None)
-    if "test" not in result.metrics:  # a worker of a cluster that is not the chief: it wrote nothing
-        click.echo(json.dumps({"run_dir": None, "chief": False, **result.metrics}))
+        metrics = train_from_config(cfg, out, verbose=0 if ctx.obj["quiet"] else None)
+    if "test" not in metrics:  # a worker of a cluster that is not the chief: it wrote nothing
+        click.echo(json.dumps({"run_dir": None, "chief": False, **metrics}))
         return
     summary = {
-        "run_dir": str(result.run_dir),
-        "test": {k: result.metrics["test"][k] for k in RANK_METRICS},
-        "valid": {k: result.metrics["valid"][k] for k in RANK_METRICS},
-        "epochs": result.metrics["epochs"],
-        "train_seconds": result.metrics["train_seconds"],
-        **{k: result.metrics[k] for k in ("warm_start", "final_weights_sha256") if k in result.metrics},
+        "run_dir": str(out),
+        "test": {k: metrics["test"][k] for k in RANK_METRICS},
+        "valid": {k: metrics["valid"][k] for k in RANK_METRICS},
+        "epochs": metrics["epochs"],
+        "train_seconds": metrics["train_seconds"],
+        **{k: metrics[k] for k in ("warm_start", "final_weights_sha256") if k in metrics},
     }
     click.echo(json.dumps(summary))

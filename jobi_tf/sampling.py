@@ -220,11 +220,11 @@ def make_query_dataset(
     index: KGIndex,
     cfg: SamplerConfig,
     *,
+    joint: bool = False,
     seed: int = 0,
     initial_epoch: int = 0,
     initial_step: int = 0,
     epochs: int = 1_000_000,
-    joint: bool = False,
 ) -> tf.data.Dataset:
     """Batches of distinct training queries for k-vs-all training, shuffled each epoch.
 

@@ -93,6 +93,19 @@ def test_data_sits_below_datasets():
     assert upward == set()
 
 
+def test_the_cli_goes_through_the_public_api():
+    """Commands train, evaluate and export through `jobi_tf.api`, as a Python user would, so
+    the two cannot drift; they read the config, presets and grid specs, and talk to servers."""
+    allowed = {
+        "jobi_tf.api", "jobi_tf.atomic", "jobi_tf.calibration", "jobi_tf.config", "jobi_tf.errors", "jobi_tf.grid",
+        "jobi_tf.presets", "jobi_tf.runs", "jobi_tf.runtime", "jobi_tf.serving.batch", "jobi_tf.serving.client",
+        "jobi_tf.types",
+    }  # fmt: skip
+    graph = _graph()
+    used = {t for m, ts in graph.items() if m.startswith("jobi_tf.cli") for t in ts if not t.startswith("jobi_tf.cli")}
+    assert "jobi_tf.api" in used and used <= allowed, sorted(used - allowed)
+
+
 def test_run_folder_names_are_written_once():
     """The run folder's file names live in `jobi_tf.runs` only."""
     names = ('"config.json"', '"checkpoint.npz"', '"best.weights.npz"', '"metrics.json"')

@@ -31,7 +31,7 @@ from jobi_tf.presets import apply_preset
 from jobi_tf.runs import RunFolder
 from jobi_tf.types import SPLITS
 
-__all__ = ["Dataset", "Embeddings", "Run", "load_dataset", "train", "load_run"]
+__all__ = ["Dataset", "Embeddings", "Run", "load_dataset", "train", "train_from_config", "load_run"]
 
 
 def train(
@@ -66,7 +66,6 @@ def train(
     The caller's global random states (Python, NumPy, TensorFlow, Keras) are left as they were.
     """
     from jobi_tf import regimes
-    from jobi_tf.training import train as train_run
 
     dataset = data if isinstance(data, Dataset) else load_dataset(data)
     named = {"model": model, "dim": dim, "joint": joint, "p": p}
@@ -80,8 +79,38 @@ def train(
         regimes.check(cfg)
         folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
         cfg = dataclasses.replace(cfg, data=_data_config(dataset, folder))
-        train_run(cfg, folder.path, verbose=verbose, data=(dataset.entities, dataset.relations, dataset.index))
+        train_from_config(cfg, folder.path, verbose=verbose, data=dataset)
     return load_run(folder.path, data=dataset)
+
+
+def train_from_config(
+    config: RunConfig,
+    run_dir: str | os.PathLike[str],
+    *,
+    verbose: int | None = 0,
+    data: Dataset | None = None,
+) -> dict[str, Any]:
+    """Train (or resume, or reread when finished) the run a whole `RunConfig` describes, and
+    return its metrics: what ``jobi-tf train`` and each cell of ``jobi-tf grid`` do.
+
+    Why beside `train`: a command line and a grid hold a finished config, not keywords, and
+    they need the metrics rather than a loaded model (loading a 1.9M-entity table only to
+    print MRR would double the memory). A worker of a multi-worker cluster that is not the
+    chief writes nothing and gets its own progress only: no ``"test"`` key.
+
+    Errors are `jobi_tf.errors.ConfigError`s naming the config field; the CLI names the flag.
+
+    Args:
+        config: the run; its ``data`` says which graph, unless ``data`` is given.
+        run_dir: the run folder; rerunning with the same folder resumes.
+        verbose: Keras's progress output (0 silent, 1 a bar, 2 a line per epoch; None lets
+            Keras choose).
+        data: the graph ``config.data`` names, already loaded.
+    """
+    from jobi_tf.training import train as train_run
+
+    loaded = None if data is None else (data.entities, data.relations, data.index)
+    return train_run(config, run_dir, verbose=verbose, data=loaded).metrics
 
 
 def _data_config(dataset: Dataset, folder: RunFolder) -> DataConfig:
