@@ -1,6 +1,7 @@
 """jobi-tf: JoBi (joint model with biased negatives) knowledge-graph completion in TensorFlow/Keras.
 
-The Python API (`jobi_tf.api`): ``load_dataset``, ``train`` → `Run`, ``load_run``.
+The Python API (`jobi_tf.api`): ``load_dataset``, ``train`` → `Run`, ``load_run``; and
+``train_from_config`` (a whole `jobi_tf.config.RunConfig` → metrics), what the CLI calls.
 
 Importing the package sets TensorFlow's pooled CPU allocator as the default before
 TensorFlow starts (see `jobi_tf.runtime`); it does not import TensorFlow itself, so
@@ -20,6 +21,14 @@ try:
 except _metadata.PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
 
-from jobi_tf.api import Dataset, Embeddings, Run, load_dataset, load_run, train  # noqa: E402  (after the allocator)
+from jobi_tf.api import (  # noqa: E402  (after the allocator)
+    Dataset,
+    Embeddings,
+    Run,
+    load_dataset,
+    load_run,
+    train,
+    train_from_config,
+)
 
-__all__ = ["__version__", "Dataset", "Embeddings", "Run", "load_dataset", "load_run", "train"]
+__all__ = ["__version__", "Dataset", "Embeddings", "Run", "load_dataset", "load_run", "train", "train_from_config"]

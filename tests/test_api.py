@@ -38,6 +38,16 @@ def test_version_and_namespace():
     assert {"train", "load_run", "load_dataset", "Run", "Dataset"} <= set(jobi_tf.__all__)
 
 
+def test_train_from_config_returns_the_runs_metrics_and_rereads_a_finished_run(run, data, tmp_path):
+    """What the CLI calls: a whole config in, metrics out; the same config and folder again
+    reads the finished run instead of training it twice."""
+    shutil.copytree(run.path, tmp_path / "copy")
+    metrics = jobi_tf.train_from_config(run.config, tmp_path / "copy", data=data)
+    assert metrics == run.metrics and metrics["test"]["mrr"] > 0
+    fresh = jobi_tf.train_from_config(run.config, tmp_path / "fresh", data=data)
+    assert fresh["test"]["mrr"] == pytest.approx(run.metrics["test"]["mrr"])  # the same seed, the same model
+
+
 def test_run_exposes_config_metrics_and_vocabularies(run, data):
     assert run.config.model.joint and run.config.sampler.p == 0.3 and run.config.model.dim == 8
     assert 0 < run.metrics["test"]["mrr"] <= 1
