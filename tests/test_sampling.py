@@ -436,6 +436,10 @@ def test_slot_membership_equals_the_numpy_reference_in_both_forms(small_typed_in
     got = slots.contains(tf.constant(rel), tf.constant(ent), tf.constant(tail)).numpy()
     np.testing.assert_array_equal(got.astype(np.float32), pair_labels(index, rel, ent, tail))
     assert got.any() and not got.all()
+    # One relation and side per row (`[30, 1]`, as the sampler passes them), broadcast.
+    got = slots.contains(tf.constant(rel[:, :1]), tf.constant(ent), tf.constant(tail[:, :1])).numpy()
+    expected = pair_labels(index, np.broadcast_to(rel[:, :1], ent.shape), ent, np.broadcast_to(tail[:, :1], ent.shape))
+    np.testing.assert_array_equal(got.astype(np.float32), expected)
 
 
 def test_a_model_without_a_pair_head_gets_the_same_batches_without_pair_labels(small_typed_index):
