@@ -81,7 +81,7 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5.5))
     for budget in budgets:
         ax.axvline(budget, color="grey", lw=0.6, ls=":", zorder=0)
     for label, points in lines.items():
@@ -111,7 +111,8 @@ def main() -> None:
     ax.set_ylabel(f"filtered test {args.metric.upper() if args.metric == 'mrr' else args.metric.capitalize()}")
     ax.set_title(args.title or f"{datasets[0]}: filtered test {args.metric} against training time")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    # Below the axes: inside, it hides whichever line runs under it.
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=120)
