@@ -16,8 +16,14 @@ from jobi_tf.types import RANK_METRICS
 __all__ = ["train"]
 
 
-def _default_out(cfg: RunConfig) -> Path:
-    source = cfg.data.name
+def default_run_folder(cfg: RunConfig, preset: str | None = None) -> Path:
+    """``runs/<dataset>[-<preset>]-<model>-<base|jobi>[-reciprocal]-p<p>-seed<seed>``.
+
+    Why the preset is in the name: ``kbc``, ``kbc-rp`` and ``kbc-fast`` all train reciprocal
+    ComplEx baselines, and a second preset sent to the first one's folder would be refused
+    (its config differs) instead of getting a folder of its own.
+    """
+    source = cfg.data.name + (f"-{preset}" if preset else "")
     kind = ("jobi" if cfg.model.joint else "base") + ("-reciprocal" if cfg.model.reciprocal else "")
     return Path("runs") / f"{source}-{cfg.model.model}-{kind}-p{cfg.sampler.p:g}-seed{cfg.seed}"
 
@@ -35,7 +41,7 @@ def _default_out(cfg: RunConfig) -> Path:
     "--out",
     type=click.Path(file_okay=False),
     default=None,
-    help="Run folder (rerun the same command to resume). Default: runs/<dataset>-<model>-...",
+    help="Run folder (rerun the same command to resume). Default: runs/<dataset>[-<preset>]-<model>-...",
 )
 @click.pass_context
 @reports_errors
@@ -49,7 +55,7 @@ def train(ctx: click.Context, **flags) -> None:
         data = DataConfig(dataset=flags["dataset"], data_dir=flags["data_dir"])
         flags.update(preset_settings(flags["preset"], explicit=given, dataset=data.name))
     cfg = config_from_flags(flags)
-    out = Path(flags["out"]) if flags["out"] else _default_out(cfg)
+    out = Path(flags["out"]) if flags["out"] else default_run_folder(cfg, flags["preset"])
     start_tensorflow()
     from jobi_tf.api import train_from_config  # imports TensorFlow
 

@@ -79,6 +79,22 @@ def test_train_then_evaluate(tmp_path):
     assert "head" not in tails and tails["count"] == metrics["tail"]["count"]
 
 
+def test_presets_train_into_folders_of_their_own(tmp_path, monkeypatch):
+    """``kbc`` and ``kbc-fast`` train the same kind of model; without ``--out`` the second one
+    gets its own folder instead of being refused by the first one's."""
+    monkeypatch.chdir(tmp_path)
+    folders = []
+    for preset in ("kbc", "kbc-fast"):
+        result = CliRunner().invoke(main, ["-q", "train", "--preset", preset, *tiny_flags(1), "--batch-size", "50"])
+        assert result.exit_code == 0, result.output
+        folders.append(json.loads(result.stdout.strip().splitlines()[-1])["run_dir"])
+    assert folders == [
+        "runs/synthetic-kbc-complex-base-reciprocal-p0-seed0",
+        "runs/synthetic-kbc-fast-complex-base-reciprocal-p0-seed0",
+    ]
+    assert all((tmp_path / folder / "metrics.json").is_file() for folder in folders)
+
+
 def test_reciprocal_train_evaluate_and_export(tmp_path):
     runner = CliRunner()
     run = str(tmp_path / "run")
