@@ -51,8 +51,10 @@ def train(
 
     Args:
         data: a `Dataset`, or anything `load_dataset` takes.
-        model, dim, joint, p: the scorer, its size, JoBi's pair head and the share of biased
-            negatives (``joint=True, p=0.3`` is JoBi); unset ones keep ``config``'s values.
+        model: the scorer (``complex``, ``distmult``, ``simple``); unset: ``config``'s.
+        dim: its size (components per part); unset: ``config``'s.
+        joint: JoBi's pair head (``joint=True, p=0.3`` is JoBi); unset: ``config``'s.
+        p: the share of biased negatives; unset: ``config``'s.
         run_dir: the run folder; None makes a new temporary folder (kept after the run,
             so `load_run` can read it later: its path is ``Run.path``). An existing
             folder of the same run resumes it.
