@@ -66,6 +66,7 @@ SETTINGS = {
         "baseline": (1000, 100, 50, False, 0),
         "jobi": (1000, 100, 50, True, 0),
         "jobi biased-chunk 5": (1000, 100, 50, True, 5),
+        "jobi biased-chunk 10": (1000, 100, 50, True, 10),
     },
 }
 #: What differs between settings besides the table above (the ``pbg`` setting is PBG's recipe).

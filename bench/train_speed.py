@@ -34,7 +34,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, data_dir, emit, kernel_check, peak_rss_gib, summary, window_rates  # noqa: E402, I001
+from _common import Usage, data_dir, emit, kernel_check, machine, peak_rss_gib, summary, window_rates  # noqa: E402, I001
 from _clocks import BatchClock  # noqa: E402
 
 import keras  # noqa: E402
@@ -146,9 +146,12 @@ def plain_tf(index, batch, neg, steps, repeats) -> list[float]:
     return rates
 
 
-def pykeen(python: str, folder: Path, batch: int, neg: int, epochs: int, env: dict[str, str]) -> dict:
+def pykeen(
+    python: str, folder: Path, batch: int, neg: int, epochs: int, env: dict[str, str], regularizer: str = "none"
+) -> dict:
     script = Path(__file__).parent / "peer_pykeen.py"
     command = [python, str(script), "--data-dir", str(folder), "--batch-size", str(batch), "--neg", str(neg)]
+    command += ["--regularizer", regularizer]
     out = subprocess.run(
         [*command, "--epochs", str(epochs)], capture_output=True, text=True, check=True, env={**os.environ, **env}
     ).stdout
@@ -168,6 +171,12 @@ def main() -> None:
         default=[],
         help="KEY=VALUE for the peer's process only, e.g. LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
     )
+    parser.add_argument(
+        "--peer-regularizer",
+        choices=["none", "pykeen-default"],
+        default="none",
+        help="none (equal terms: jobi-tf's side has none) or PyKEEN ComplEx's own L2, weight 0.01",
+    )
     args = parser.parse_args()
     folder = data_dir("fb15k-237", args.data_dir)
     _, _, index = build_index(read_split_folder(folder), "fb15k-237")
@@ -178,13 +187,15 @@ def main() -> None:
     usages: dict[str, Usage] = {}
     peer_rates: dict[str, list[float]] = {}
     peer_cpu: dict[str, list[dict]] = {}
+    peer_resolved: dict[str, dict] = {}
     for _ in range(args.rounds):
         peer_done: set[str] = set()  # the peer runs once per round, before our first configuration of its setting
         for name, b, k, c, joint, side in configs:
             setting = f"{b}x{k}"
             if args.peer_python and setting not in peer_done:
                 peer_done.add(setting)
-                peer = pykeen(args.peer_python, folder, b, k, args.epochs, peer_env)
+                peer = pykeen(args.peer_python, folder, b, k, args.epochs, peer_env, args.peer_regularizer)
+                peer_resolved[setting] = {**peer["resolved"], "pykeen": peer["pykeen"], "torch": peer["torch"]}
                 peer_rates.setdefault(setting, []).extend(peer["windows"])
                 peer_cpu.setdefault(setting, []).append(peer["cpu"])
             got, used = ours(index, b, k, c, args.epochs, joint=joint, side=side)
@@ -212,6 +223,7 @@ def main() -> None:
     if peer_rates:
         record["pykeen"] = {s: {**summary(r), "cpu": peer_cpu[s]} for s, r in peer_rates.items()}
         record["pykeen_env"] = peer_env
+        record["pykeen_resolved"] = peer_resolved  # model, regularizers ([] = none), loss, sampler, optimizer
     if "per-triple baseline (no joint, p 0) 500x50" in rates:
         ref = plain_tf(index, 500, 50, 60, 5)
         record["reference_plain_tf_500x50"] = round(statistics.median(ref))
@@ -224,6 +236,8 @@ def main() -> None:
         tf=tf.__version__,
         keras=keras.__version__,
         cpus=os.cpu_count(),
+        machine=machine(),
+        command="python bench/train_speed.py " + " ".join(sys.argv[1:]),
     )
     emit(record)
 
