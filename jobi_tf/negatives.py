@@ -58,8 +58,8 @@ class SlotMembership:
 
         Why the slot's key is built at the shape of ``relations`` and ``tail`` (``[B, 1]`` for
         a batch whose side is chosen per positive) and only then added to the candidates: the
-        sampler's ops run outside XLA, one pass over memory each, and a batch of 1000 x 100
-        candidates paid about 4 ms a batch for broadcasting first (one core, FB15k-237).
+        sampler's ops run outside XLA, one pass over memory each, so broadcasting first made
+        every step of the key a pass over all ``B x K`` candidates instead of one.
         """
         dtype = self._key_dtype
         slot = tf.cast(relations, dtype) * self._num_entities

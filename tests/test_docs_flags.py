@@ -1,16 +1,18 @@
-"""README's flag table names real ``jobi-tf train`` flags with their real defaults."""
+"""The flag table of docs/training-options.md names real ``jobi-tf train`` flags with their real defaults."""
 
 from __future__ import annotations
 
 import re
 
 import click
+from doc_blocks import DOCS
 from jobi_tf.cli.train import train
-from readme import README
+
+PAGE = DOCS / "training-options.md"
 
 
 def _table() -> list[tuple[list[str], list[str]]]:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     rows = re.search(r"\| flag \| default \| meaning \|\n\|[-|]+\|\n((?:\|.*\|\n)+)", text).group(1)
     table = []
     for row in rows.splitlines():
@@ -27,7 +29,7 @@ def _shown(option: click.Option) -> str:
     return str(option.default)
 
 
-def test_readme_flag_table_matches_train_help():
+def test_flag_table_matches_train_help():
     options = {decl: p for p in train.params if isinstance(p, click.Option) for decl in p.opts}
     table = _table()
     assert len(table) >= 15  # the table was found
@@ -35,12 +37,12 @@ def test_readme_flag_table_matches_train_help():
         assert len(names) == len(defaults), names
         for name, default in zip(names, defaults, strict=True):
             name = name.split("/")[0]
-            assert name in options, f"README names {name}, which jobi-tf train does not have"
+            assert name in options, f"{PAGE.name} names {name}, which jobi-tf train does not have"
             if name == "--out":
                 continue  # its default is computed from the run's settings
             shown = _shown(options[name])
             same = shown == default or (_number(shown) is not None and _number(shown) == _number(default))
-            assert same, f"README: {name} defaults to {default}; jobi-tf train --help: {shown}"
+            assert same, f"{PAGE.name}: {name} defaults to {default}; jobi-tf train --help: {shown}"
 
 
 def _number(text: str) -> float | None:
