@@ -25,7 +25,7 @@ def _local_targets(page: Path) -> list[tuple[str, Path]]:
 
 
 def test_every_relative_link_of_the_docs_and_readme_exists():
-    pages = [ROOT / "README.md", ROOT / "serving" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    pages = [ROOT / "README.md", ROOT / "serving" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     links = [(page, target, path) for page in pages for target, path in _local_targets(page)]
     assert len(links) > 50  # the walk sees the docs' links
     missing = [f"{page.relative_to(ROOT)}: {target}" for page, target, path in links if not path.exists()]
