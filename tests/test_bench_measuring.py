@@ -76,3 +76,23 @@ def test_kept_curves_come_back_from_an_earlier_plots_json_line(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"bench": "eval_speed"}))
     with pytest.raises(SystemExit, match="--keep .*other.json: not a JSON line of plot_time_curves"):
         kept_curves(tmp_path / "other.json")
+
+
+def test_one_vs_all_projection_counts_flops_and_reads_epoch_seconds(tmp_path, capsys, monkeypatch):
+    """The decision guide's projection: 12·T·N·W FLOPs per epoch, the rate from the median
+    epoch, and a graph k times larger in T·N costs k times the seconds."""
+    import one_vs_all_projection as projection
+
+    assert projection.epoch_flops(10, 20, 30) == 12 * 10 * 20 * 30
+    curve = [{"epoch": e, "train_seconds": s} for e, s in enumerate([12.0, 22.0, 31.0, 41.0, 70.0], 1)]
+    assert projection.median_epoch_seconds(curve) == 10.0  # steps 12, 10, 9, 10, 29
+    settings = {"model": {"model": "complex", "dim": 200}, "train": {"matmul_dtype": "bfloat16"}}
+    record = {"system": "one-vs-all", "curve": curve, "settings": {**settings, "sampler": {"batch_size": 500}}}
+    measured = tmp_path / "run.json"
+    measured.write_text(json.dumps(record))
+    argv = ["x", str(measured), "--measured-entities", "100", "--measured-triples", "1000", "--graph", "big:1000:4000"]
+    monkeypatch.setattr(sys, "argv", argv)
+    projection.main()
+    out = json.loads(capsys.readouterr().out)
+    assert out["width"] == 400 and out["effective_flops_per_second"] == pytest.approx(12 * 1000 * 100 * 400 / 10.0)
+    assert out["projections"]["big"]["epoch_seconds"] == pytest.approx(10.0 * 40)  # T·N is 40 times larger
