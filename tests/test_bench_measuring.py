@@ -96,3 +96,19 @@ def test_one_vs_all_projection_counts_flops_and_reads_epoch_seconds(tmp_path, ca
     out = json.loads(capsys.readouterr().out)
     assert out["width"] == 400 and out["effective_flops_per_second"] == pytest.approx(12 * 1000 * 100 * 400 / 10.0)
     assert out["projections"]["big"]["epoch_seconds"] == pytest.approx(10.0 * 40)  # T·N is 40 times larger
+
+
+def test_every_step_cost_ratio_in_the_docs_raw_files_follows_from_its_rates(tmp_path):
+    """The ratios the docs quote are recomputed from the committed rates; a tampered one is caught."""
+    import rederive_ratios
+
+    speed = Path(__file__).resolve().parents[1] / "docs" / "results" / "speed"
+    files = sorted(speed.glob("jobi-step-cost*.json"))
+    assert files and all(rederive_ratios.check(path)["ok"] for path in files)
+    record = json.loads(files[0].read_text())
+    entry = record["results"]["1000x100 shared 1000"]["step_cost_jobi_over_baseline"]
+    entry["median"] = round(entry["median"] * 0.9, 3)  # a ratio that the rates do not give
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(record))
+    result = rederive_ratios.check(tampered)
+    assert not result["ok"] and result["mismatched"] == ["1000x100 shared 1000/step_cost_jobi_over_baseline"]

@@ -1,0 +1,111 @@
+"""Re-derive the speed ratios the docs quote from the raw rates in their committed JSON files.
+
+A ratio in the docs is only as good as the arithmetic from the measured rates to it. This
+script recomputes every ratio a raw file holds from the rates stored beside it and says, per
+ratio, whether the stored figure is what the rates give (within `TOLERANCE`: the stored rates are
+rounded).
+
+Understood files (by their ``bench`` field):
+* ``jobi_step_cost``: each variant's windows are the rounds' windows in order (one epoch per
+  round, so each round holds the same number); a round's rate is the median of its windows;
+  step cost = baseline / variant per round, and ours / PBG per round; the median of rounds.
+* ``train_speed``: ratio to PyKEEN = median of our windows / median of PyKEEN's windows of the
+  same batch × negatives setting.
+
+Run:  python bench/rederive_ratios.py docs/results/speed/*.json
+Prints one JSON line per file: the ratios recomputed, the stored ones, and ``ok``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def _rounds(windows: list[float], rounds: int) -> list[float]:
+    """Per-round rates: the median of each round's share of the windows."""
+    if rounds < 1 or len(windows) % rounds:
+        raise ValueError(f"{len(windows)} windows do not split into {rounds} equal rounds")
+    size = len(windows) // rounds
+    return [statistics.median(windows[i * size : (i + 1) * size]) for i in range(rounds)]
+
+
+def _ratio_entry(per_round: list[float]) -> dict:
+    return {"per_round": [round(x, 3) for x in per_round], "median": round(statistics.median(per_round), 3)}
+
+
+def jobi_step_cost(record: dict) -> dict[str, dict]:
+    """``setting/ratio-name -> {per_round, median}``, as the benchmark writes them."""
+    rounds, out = record["rounds"], {}
+    for setting, entry in record["results"].items():
+        rates = {v: _rounds(e["windows"], rounds) for v, e in entry.items() if isinstance(e, dict) and "windows" in e}
+        for variant, per_round in rates.items():
+            if variant != "baseline":
+                ratios = [b / j for b, j in zip(rates["baseline"], per_round, strict=True)]
+                out[f"{setting}/step_cost_{variant.replace(' ', '_')}_over_baseline"] = _ratio_entry(ratios)
+        pbg = entry.get("pytorch_biggraph")
+        if pbg:
+            for variant, per_round in rates.items():
+                ratios = [o / p for o, p in zip(per_round, pbg["positives_per_s"], strict=True)]
+                out[f"{setting}/{variant.replace(' ', '_')}_over_pbg"] = _ratio_entry(ratios)
+    return out
+
+
+def train_speed(record: dict) -> dict[str, dict]:
+    out = {}
+    for name, entry in record["ours"].items():
+        setting = name.rsplit(" ", 1)[-1]
+        peer = (record.get("pykeen") or {}).get(setting)
+        if peer and "ratio_to_pykeen_same_setting" in entry:
+            ratio = statistics.median(entry["windows"]) / statistics.median(peer["windows"])
+            out[f"{name}/ratio_to_pykeen_same_setting"] = {"median": round(ratio, 2)}
+    return out
+
+
+DERIVE = {"jobi_step_cost": jobi_step_cost, "train_speed": train_speed}
+
+
+def stored(record: dict, key: str) -> dict:
+    """The ratio ``key`` (``setting/name`` or ``name/ratio``) as the raw file stores it."""
+    head, name = key.split("/", 1)
+    if record["bench"] == "jobi_step_cost":
+        return record["results"][head][name]
+    return {"median": record["ours"][head][name]}
+
+
+#: The raw files store window rates rounded to whole positives per second, so a ratio
+#: recomputed from them may differ from the stored one in its last digit.
+TOLERANCE = 0.002
+
+
+def _same(stored_entry: dict, derived: dict) -> bool:
+    pairs = [(stored_entry.get("median"), derived["median"])]
+    pairs += list(zip(stored_entry.get("per_round", []), derived.get("per_round", []), strict=False))
+    return all(a is not None and abs(a - b) <= TOLERANCE for a, b in pairs)
+
+
+def check(path: Path) -> dict:
+    record = json.loads(path.read_text(encoding="utf-8"))
+    derive = DERIVE.get(record.get("bench"))
+    if derive is None:
+        return {"file": str(path), "bench": record.get("bench"), "skipped": "no ratio this script re-derives"}
+    ratios = derive(record)
+    mismatched = [key for key, value in ratios.items() if not _same(stored(record, key), value)]
+    return {"file": str(path), "bench": record["bench"], "ratios": ratios, "mismatched": mismatched, "ok": not mismatched}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", type=Path, nargs="+")
+    args = parser.parse_args()
+    results = [check(path) for path in args.files]
+    for result in results:
+        print(json.dumps(result))
+    sys.exit(0 if all(r.get("ok", True) for r in results) else 1)
+
+
+if __name__ == "__main__":
+    main()
