@@ -110,3 +110,21 @@ def test_by_compares_the_values_of_another_setting_and_refuses_a_second_differen
     odd = _run(tmp_path, "odd", 0.3, seed=0, biased_chunk=5, **{**common, "joint": False})
     with pytest.raises(SystemExit, match="not like for like: joint"):
         compare_seeds.main(["--by", "biased_chunk", str(per_triple[1]), str(odd)])
+
+
+def test_a_field_an_older_config_lacks_counts_as_its_default(tmp_path, capsys):
+    """Raw files of runs made before a setting existed compare with newer runs at its default."""
+    new = [_run(tmp_path, f"new{s}", 0.35 + 0.001 * s, seed=s, regularizer="dura") for s in range(3)]
+    old = [_run(tmp_path, f"old{s}", 0.34 + 0.001 * s, seed=s, regularizer="n3") for s in range(3)]
+    for folder in old:
+        cfg = json.loads((folder / "config.json").read_text())
+        del cfg["sampler"]["biased_chunk"]  # the field came later; its default, 0, is what ran
+        (folder / "config.json").write_text(json.dumps(cfg))
+    compare_seeds.main(["--by", "regularizer", *map(str, new + old)])
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert result["differences"]['regularizer="n3" - regularizer="dura"']["mrr"]["difference"] == pytest.approx(-0.01)
+    cfg = json.loads((old[0] / "config.json").read_text())
+    cfg["sampler"]["biased_chunk"] = 5  # a value other than the default still differs
+    (old[0] / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(SystemExit, match="not like for like: biased_chunk"):
+        compare_seeds.main(["--by", "regularizer", *map(str, new + old)])
