@@ -29,7 +29,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, data_dir, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+from _common import Usage, data_dir, emit, kernel_check, machine, peak_rss_gib  # noqa: E402, I001
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -94,6 +94,8 @@ def main() -> None:
             "cpu": cpu,
             "kernel_check": kernel_check({k: u for k, u in usages.items() if k.startswith("evaluation")}),
             "tf": tf.__version__,
+            "machine": machine(),
+            "command": " ".join(["python", *sys.argv]),
         }
     )
 
