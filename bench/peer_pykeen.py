@@ -112,8 +112,9 @@ def main() -> None:
 
 
 def _name(obj) -> str:
-    """A class's name, or an instance's class's (the loop keeps its sampler as a class)."""
-    return obj.__name__ if isinstance(obj, type) else type(obj).__name__
+    """A class's or function's name, or an instance's class's (the loop keeps its sampler as a
+    class, a representation its initializer as a function)."""
+    return getattr(obj, "__name__", None) or type(obj).__name__  # a class or function, or an instance
 
 
 def resolved(model, loop, args) -> dict:
@@ -127,7 +128,8 @@ def resolved(model, loop, args) -> dict:
     return {
         "model": f"{type(model).__module__}.{type(model).__name__}",
         "embedding_dim": int(model.entity_representations[0].shape[0]),
-        "entity_initializer": "xavier_normal",
+        "entity_initializer": _name(getattr(model.entity_representations[0], "initializer", None)),
+        "relation_initializer": _name(getattr(model.relation_representations[0], "initializer", None)),
         "regularizers": regularizers,  # [] when none is applied
         "loss": repr(model.loss),
         "negative_sampler": f"{_name(loop.negative_sampler)}(num_negs_per_pos={args.neg})",

@@ -256,8 +256,8 @@ class NegativeSampler:
             own_cand, own_tail = own["candidates"], own["corrupt_tail"]
             out.update(candidates=own_cand, corrupt_tail=own_tail)
         cand = tf.concat([own_cand, tf.repeat(shared["candidates"], c, axis=0)], axis=1)
-        tail = tf.concat([own_tail, shared_tail], axis=1)
-        label_side = tail if side is None else side  # one side per positive: [B, 1] serves
+        # One side per positive: its [B, 1] serves every candidate; else one per candidate.
+        label_side = side if side is not None else tf.concat([own_tail, shared_tail], axis=1)
         out["valid_negative"] = self._differs(triples, cand, label_side)
         if self.with_pair_labels:
             out["pair_labels"] = self.pair_labels(rel, cand, label_side)
