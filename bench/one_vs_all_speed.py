@@ -115,6 +115,7 @@ def one(
         "median_step_ms": round(1000 * step, 1),
         "steps_per_epoch": epoch_steps,
         "seconds_per_epoch": round(step * epoch_steps, 1),
+        "measured_seconds": ends[-1] - ends[0],  # the --steps timed steps, end to end
         "examples_per_s": round(args.batch_size / step),
         "gflops": round(flops / step / 1e9, 1),
         "cpu": used.record(),

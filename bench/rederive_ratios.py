@@ -11,6 +11,11 @@ Understood files (by their ``bench`` field):
   step cost = baseline / variant per round, and ours / PBG per round; the median of rounds.
 * ``train_speed``: ratio to PyKEEN = median of our windows / median of PyKEEN's windows of the
   same batch × negatives setting.
+* ``kbc_anchor``: per round, kbc's epoch seconds / ours (each matmul dtype), and float32's /
+  bfloat16's; the median of rounds.
+* ``eval_speed``: the evaluation's median seconds / the bare matmuls' seconds.
+* ``allocator_ab``: per round, the opt-out's wall seconds / the defaults'; the median.
+* ``adagrad_update``: per table, the median of Keras's rounds / the median of the fused rounds.
 
 Run:  python bench/rederive_ratios.py docs/results/speed/*.json
 Prints one JSON line per file: the ratios recomputed, the stored ones, and ``ok``.
@@ -65,14 +70,62 @@ def train_speed(record: dict) -> dict[str, dict]:
     return out
 
 
-DERIVE = {"jobi_step_cost": jobi_step_cost, "train_speed": train_speed}
+def kbc_anchor(record: dict) -> dict[str, dict]:
+    out = {}
+    for setting, entry in record["results"].items():
+        seconds = entry["epoch_seconds"]
+        pairs = [("kbc", side) for side in seconds if side != "kbc"]
+        if {"float32", "bfloat16"} <= set(seconds):
+            pairs.append(("float32", "bfloat16"))
+        for slow, fast in pairs:
+            ratios = [a / b for a, b in zip(seconds[slow], seconds[fast], strict=True)]
+            out[f"{setting}/{slow}_over_{fast}"] = _ratio_entry(ratios)
+    return out
+
+
+def eval_speed(record: dict) -> dict[str, dict]:
+    return {"ratio_to_reference": {"median": round(record["value"] / record["reference_bare_matmuls_s"], 2)}}
+
+
+def adagrad_update(record: dict) -> dict[str, dict]:
+    return {
+        f"{t['rows']}x{t['width']}/speedup": {
+            "median": round(statistics.median(t["keras_rounds_ms"]) / statistics.median(t["fused_rounds_ms"]), 2)
+        }
+        for t in record["tables"]
+        if "keras_rounds_ms" in t
+    }
+
+
+def allocator_ab(record: dict) -> dict[str, dict]:
+    runs = record["runs"]
+    pairs = zip(runs["defaults"], runs["tensorflow_default_4k_pages"], strict=True)
+    ratios = [b["wall_s"] / a["wall_s"] for a, b in pairs]
+    return {"wall_ratio": _ratio_entry(ratios)}
+
+
+DERIVE = {
+    "allocator_ab": allocator_ab,
+    "jobi_step_cost": jobi_step_cost,
+    "train_speed": train_speed,
+    "kbc_anchor": kbc_anchor,
+    "eval_speed": eval_speed,
+    "adagrad_update": adagrad_update,
+}
 
 
 def stored(record: dict, key: str) -> dict:
     """The ratio ``key`` (``setting/name`` or ``name/ratio``) as the raw file stores it."""
+    if record["bench"] == "eval_speed":
+        return {"median": record[key]}
+    if record["bench"] == "allocator_ab":
+        return record[key]
     head, name = key.split("/", 1)
-    if record["bench"] == "jobi_step_cost":
+    if record["bench"] in ("jobi_step_cost", "kbc_anchor"):
         return record["results"][head][name]
+    if record["bench"] == "adagrad_update":
+        table = next(t for t in record["tables"] if f"{t['rows']}x{t['width']}" == head)
+        return {"median": table[name]}
     return {"median": record["ours"][head][name]}
 
 

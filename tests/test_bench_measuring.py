@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -113,3 +114,76 @@ def test_every_step_cost_ratio_in_the_docs_raw_files_follows_from_its_rates(tmp_
     tampered.write_text(json.dumps(record))
     result = rederive_ratios.check(tampered)
     assert not result["ok"] and result["mismatched"] == ["1000x100 shared 1000/step_cost_jobi_over_baseline"]
+
+
+@pytest.mark.parametrize("bench", ["kbc_anchor", "adagrad_update", "eval_speed", "allocator_ab"])
+def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_times(tmp_path, bench):
+    """Each handler recomputes its ratio from the stored times: a consistent file passes, a
+    ratio the times do not give is named."""
+    import rederive_ratios
+
+    if bench == "kbc_anchor":
+        seconds = {"kbc": [240.0, 250.0], "float32": [120.0, 100.0], "bfloat16": [80.0, 100.0]}
+        entry = {"epoch_seconds": seconds}
+        entry["kbc_over_float32"] = {"per_round": [2.0, 2.5], "median": 2.25}
+        entry["kbc_over_bfloat16"] = {"per_round": [3.0, 2.5], "median": 2.75}
+        entry["float32_over_bfloat16"] = {"per_round": [1.5, 1.0], "median": 1.25}
+        record, key = {"bench": bench, "results": {"rank 200": entry}}, "rank 200/kbc_over_bfloat16"
+
+        def tamper(r):
+            r["results"]["rank 200"]["kbc_over_bfloat16"]["median"] = 2.5
+    elif bench == "adagrad_update":
+        table = {"rows": 10, "width": 4, "keras_rounds_ms": [6.0, 9.0, 7.0], "fused_rounds_ms": [2.0, 3.5, 1.0]}
+        record, key = {"bench": bench, "tables": [{**table, "speedup": 3.5}]}, "10x4/speedup"
+
+        def tamper(r):
+            r["tables"][0]["speedup"] = 3.0
+    elif bench == "allocator_ab":
+        runs = {
+            "defaults": [{"wall_s": 60.0}, {"wall_s": 50.0}],
+            "tensorflow_default_4k_pages": [{"wall_s": 120.0}, {"wall_s": 75.0}],
+        }
+        record = {"bench": bench, "runs": runs, "wall_ratio": {"per_round": [2.0, 1.5], "median": 1.75}}
+        key = "wall_ratio"
+
+        def tamper(r):
+            r["wall_ratio"]["per_round"][1] = 1.6
+    else:
+        record = {"bench": bench, "value": 3.85, "reference_bare_matmuls_s": 2.95, "ratio_to_reference": 1.31}
+        key = "ratio_to_reference"
+
+        def tamper(r):
+            r["ratio_to_reference"] = 1.41
+
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(record))
+    assert rederive_ratios.check(path)["ok"]
+    tamper(record)
+    path.write_text(json.dumps(record))
+    result = rederive_ratios.check(path)
+    assert not result["ok"] and result["mismatched"] == [key]
+
+
+def test_popularity_ranks_match_a_brute_force_filtered_ranking():
+    """Slot-popularity ranks against scoring every entity by its slot count, filtering the other
+    true answers and counting those above and tied, on a random graph with many ties."""
+    import popularity_ranking
+
+    from jobi_tf.data.index import KGIndex
+
+    rng = np.random.default_rng(0)
+    e, r = 30, 3
+    splits = {s: rng.integers(0, [e, r, e], size=(n, 3)) for s, n in (("train", 300), ("valid", 20), ("test", 40))}
+    index = KGIndex.from_ids(splits, e, r)
+    everything = np.concatenate(list(splits.values()))
+    for tail in (True, False):
+        answer, given = (2, 0) if tail else (0, 2)
+        optimistic, pessimistic = popularity_ranking.popularity_ranks(index, index.test, tail)
+        for q, triple in enumerate(index.test):
+            scores = np.bincount(splits["train"][splits["train"][:, 1] == triple[1], answer], minlength=e).astype(float)
+            same = (everything[:, 1] == triple[1]) & (everything[:, given] == triple[given])
+            others = set(everything[same, answer]) - {triple[answer]}
+            scores[list(others)] = -np.inf
+            mine = scores[triple[answer]]
+            assert optimistic[q] == 1 + np.sum(scores > mine)
+            assert pessimistic[q] == np.sum(scores >= mine)
