@@ -28,7 +28,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+from _common import Usage, emit, kernel_check, machine, peak_rss_gib  # noqa: E402, I001
 
 from jobi_tf.export import export_run  # noqa: E402
 from jobi_tf.serving.batch import answer_queries, format_answer, read_queries  # noqa: E402
@@ -86,6 +86,8 @@ def main() -> None:
             "peak_rss_gib": round(peak_rss_gib(), 2),
             "cpu": {k: u.record() for k, u in usages.items()},
             "kernel_check": kernel_check(usages),
+            "machine": machine(),
+            "command": " ".join(["python", *sys.argv]),
         }
     )
 

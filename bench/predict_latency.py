@@ -33,7 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # products ran 14x slower than one thread on the shared 2-core machine (12 ms vs 0.85 ms).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+from _common import Usage, emit, kernel_check, machine, peak_rss_gib  # noqa: E402, I001
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -118,6 +118,8 @@ def measure(export_dir: Path, run_dir: Path | None, queries: int, warmup: int, s
         "kernel_check": kernel_check({"queries": usages["queries"]}),
         "peak_rss_gib": round(peak_rss_gib(), 2),
         "tf": tf.__version__,
+        "machine": machine(),
+        "command": " ".join(["python", *sys.argv]),
     }
 
 

@@ -14,6 +14,8 @@ Understood files (by their ``bench`` field):
 * ``kbc_anchor``: per round, kbc's epoch seconds / ours (each matmul dtype), and float32's /
   bfloat16's; the median of rounds.
 * ``eval_speed``: the evaluation's median seconds / the bare matmuls' seconds.
+* ``predict_latency``: the median query's milliseconds / the NumPy reference's.
+* ``batch_queries``: batched queries per second / one-per-call queries per second.
 * ``allocator_ab``: per round, the opt-out's wall seconds / the defaults'; the median.
 * ``adagrad_update``: per table, the median of Keras's rounds / the median of the fused rounds.
 
@@ -87,6 +89,14 @@ def eval_speed(record: dict) -> dict[str, dict]:
     return {"ratio_to_reference": {"median": round(record["value"] / record["reference_bare_matmuls_s"], 2)}}
 
 
+def predict_latency(record: dict) -> dict[str, dict]:
+    return {"ratio": {"median": round(record["value"] / record["reference_ms"], 2)}}
+
+
+def batch_queries(record: dict) -> dict[str, dict]:
+    return {"ratio": {"median": round(record["batched_queries_per_second"] / record["single_queries_per_second"], 2)}}
+
+
 def adagrad_update(record: dict) -> dict[str, dict]:
     return {
         f"{t['rows']}x{t['width']}/speedup": {
@@ -110,13 +120,15 @@ DERIVE = {
     "train_speed": train_speed,
     "kbc_anchor": kbc_anchor,
     "eval_speed": eval_speed,
+    "predict_latency": predict_latency,
+    "batch_queries": batch_queries,
     "adagrad_update": adagrad_update,
 }
 
 
 def stored(record: dict, key: str) -> dict:
     """The ratio ``key`` (``setting/name`` or ``name/ratio``) as the raw file stores it."""
-    if record["bench"] == "eval_speed":
+    if record["bench"] in ("eval_speed", "predict_latency", "batch_queries"):
         return {"median": record[key]}
     if record["bench"] == "allocator_ab":
         return record[key]

@@ -116,7 +116,9 @@ def test_every_step_cost_ratio_in_the_docs_raw_files_follows_from_its_rates(tmp_
     assert not result["ok"] and result["mismatched"] == ["1000x100 shared 1000/step_cost_jobi_over_baseline"]
 
 
-@pytest.mark.parametrize("bench", ["kbc_anchor", "adagrad_update", "eval_speed", "allocator_ab"])
+@pytest.mark.parametrize(
+    "bench", ["kbc_anchor", "adagrad_update", "eval_speed", "allocator_ab", "predict_latency", "batch_queries"]
+)
 def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_times(tmp_path, bench):
     """Each handler recomputes its ratio from the stored times: a consistent file passes, a
     ratio the times do not give is named."""
@@ -148,6 +150,17 @@ def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_time
 
         def tamper(r):
             r["wall_ratio"]["per_round"][1] = 1.6
+    elif bench == "batch_queries":
+        record = {"bench": bench, "batched_queries_per_second": 3111.0, "single_queries_per_second": 218.0}
+        record["ratio"], key = 14.27, "ratio"
+
+        def tamper(r):
+            r["ratio"] = 18.2
+    elif bench == "predict_latency":
+        record, key = {"bench": bench, "value": 1.448, "reference_ms": 0.86, "ratio": 1.68}, "ratio"
+
+        def tamper(r):
+            r["ratio"] = 1.5
     else:
         record = {"bench": bench, "value": 3.85, "reference_bare_matmuls_s": 2.95, "ratio_to_reference": 1.31}
         key = "ratio_to_reference"
