@@ -31,10 +31,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, emit, kernel_check, peak_rss_gib  # noqa: E402, I001
+from _common import Usage, emit, kernel_check, machine, peak_rss_gib  # noqa: E402, I001
 from _clocks import BatchClock  # noqa: E402
 
 import keras  # noqa: E402
+import jobi_tf  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from jobi_tf.checkpoints import save_checkpoint  # noqa: E402
@@ -52,6 +53,9 @@ def main() -> None:
     parser.add_argument("--neg", type=int, default=100)
     parser.add_argument("--p", type=float, default=0.3)
     parser.add_argument("--shared-negatives", type=int, default=0)
+    parser.add_argument("--biased-chunk", type=int, default=0, help="share biased negatives in runs of this many")
+    parser.add_argument("--corrupt-side", default="per-negative", choices=["per-negative", "per-positive"])
+    parser.add_argument("--baseline", action="store_true", help="no pair head and p 0 (the sampled baseline)")
     parser.add_argument("--optimizer", default="auto", choices=["auto", "adam", "lazy-adam", "adagrad"])
     parser.add_argument("--steps", type=int, default=0, help="steps to train (0 = one full epoch)")
     parser.add_argument("--warmup", type=int, default=20, help="first steps left out of the throughput")
@@ -84,9 +88,14 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     cfg = RunConfig(
         data=DataConfig(dataset=None, data_dir=args.data_dir),
         sampler=SamplerConfig(
-            batch_size=args.batch_size, neg=args.neg, p=args.p, shared_negatives=args.shared_negatives
+            batch_size=args.batch_size,
+            neg=args.neg,
+            p=0.0 if args.baseline else args.p,
+            shared_negatives=args.shared_negatives,
+            biased_chunk=args.biased_chunk,
+            corrupt_side=args.corrupt_side,
         ),
-        model=ModelConfig(model="complex", dim=args.dim, joint=True),
+        model=ModelConfig(model="complex", dim=args.dim, joint=not args.baseline),
         train=TrainConfig(optimizer=args.optimizer, jit_compile=True),
     )
     start = time.perf_counter()
@@ -140,10 +149,15 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
             "data_dir": args.data_dir,
         },
         "config": {
-            "model": f"complex dim {args.dim}, joint, p {args.p}",
+            "model": f"complex dim {args.dim}, baseline (no pair head), p 0"
+            if args.baseline
+            else f"complex dim {args.dim}, joint, p {args.p}",
             "batch_size": args.batch_size,
             "neg": args.neg,
             "shared_negatives": args.shared_negatives,
+            "biased_chunk": args.biased_chunk,
+            "corrupt_side": args.corrupt_side,
+            "library": str(Path(jobi_tf.__file__).resolve().parent),
             "optimizer": type(optimizer).__name__,
             "jit_compile": True,
             "quick": args.quick,
@@ -152,6 +166,9 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
         "tf": tf.__version__,
         "keras": keras.__version__,
         "cpus": os.cpu_count(),
+        "machine": machine(),
+        "load_average_after": round(os.getloadavg()[0], 2),
+        "command": " ".join(["python", *sys.argv]),
     }
 
 

@@ -442,6 +442,49 @@ def test_slot_membership_equals_the_numpy_reference_in_both_forms(small_typed_in
     np.testing.assert_array_equal(got.astype(np.float32), expected)
 
 
+@pytest.mark.parametrize("dense_bytes", [negatives.DENSE_MEMBERSHIP_BYTES, 0])
+@pytest.mark.parametrize("side_per_candidate", [False, True])
+def test_shared_candidates_get_the_labels_of_the_per_row_search(small_typed_index, dense_bytes, side_per_candidate):
+    """`contains_shared` answers as the reference does for every row and its group's candidates."""
+    index = small_typed_index
+    rng = np.random.default_rng(12)
+    groups, rows_per_group, k = 3, 4, 9
+    rows = groups * rows_per_group
+    rel = rng.integers(index.num_relations, size=(rows, 1)).astype(np.int32)
+    shared = rng.integers(index.num_entities, size=(groups, k)).astype(np.int32)
+    # Every row's own training tail and head among its group's candidates, so both labels occur.
+    for i in range(rows):
+        h, r, t = index.train[rng.integers(len(index.train))]
+        rel[i, 0] = r
+        shared[i // rows_per_group, (2 * (i % rows_per_group)) % k] = t
+        shared[i // rows_per_group, (2 * (i % rows_per_group) + 1) % k] = h
+    shared[0, 0], shared[-1, -1] = 0, index.num_entities - 1
+    tail = rng.random((rows, k if side_per_candidate else 1)) < 0.5
+    slots = negatives.SlotMembership(index, dense_bytes=dense_bytes)
+    got = slots.contains_shared(tf.constant(rel), tf.constant(shared), tf.constant(tail), rows_per_group).numpy()
+    repeated = np.repeat(shared, rows_per_group, axis=0)
+    expected = pair_labels(index, np.broadcast_to(rel, repeated.shape), repeated, np.broadcast_to(tail, repeated.shape))
+    np.testing.assert_array_equal(got.astype(np.float32), expected)
+    assert got.any() and not got.all()
+
+
+@pytest.mark.parametrize("biased_chunk", [0, 4])
+def test_the_sampler_gives_the_same_pair_labels_with_the_dense_table_and_the_key_search(
+    small_typed_index, biased_chunk
+):
+    cfg = SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, biased_chunk=biased_chunk)
+    dense = NegativeSampler(small_typed_index, cfg, seed=3)
+    searched = NegativeSampler(small_typed_index, cfg, seed=3)
+    searched._slots = negatives.SlotMembership(small_typed_index, dense_bytes=0)
+    assert searched._slots._table is None and dense._slots._table is not None
+    triples, step = tf.constant(_batch(small_typed_index, 32)), tf.constant(5, tf.int64)
+    a, b = _np(dense(triples, step)), _np(searched(triples, step))
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert 0 < a["pair_labels"].mean() < 1
+
+
 def test_a_model_without_a_pair_head_gets_the_same_batches_without_pair_labels(small_typed_index):
     for cfg in (
         SamplerConfig(batch_size=32, neg=10, p=0.3),
