@@ -10,7 +10,10 @@ Steps:
    the budget (``exact: false`` in the JSON). A run stopped converged (``--stop-after``) is
    drawn once at the seconds it stopped, with a dashed flat line to the largest budget: the
    model it holds there is every later budget's.
-3. Print one JSON line with the plotted points.
+3. With ``--floor FILE`` (a ``bench/popularity_ranking.py`` record of the same graph), draw
+   its test metric as a horizontal line: what a count of training frequencies scores with
+   no training at all.
+4. Print one JSON line with the plotted points.
 
 Needs matplotlib (``pip install ".[plots]"``); it is not a dependency of the library.
 
@@ -48,7 +51,14 @@ def main() -> None:
     parser.add_argument("--labels", nargs="+", help="one per folder (default: the system and its --flags)")
     parser.add_argument("--metric", default="mrr", choices=METRICS)
     parser.add_argument("--title", help="default: DATASET: filtered test METRIC against training time")
+    parser.add_argument("--floor", type=Path, help="a popularity_ranking.py JSON: drawn as a horizontal line")
     args = parser.parse_args()
+    floor = None
+    if args.floor:
+        try:
+            floor = json.loads(args.floor.read_text(encoding="utf-8"))["results"]["test"]["both"][args.metric]
+        except (OSError, ValueError, KeyError) as error:
+            raise SystemExit(f"--floor {args.floor}: not a popularity_ranking.py record ({error})") from None
     records = [load(f) for f in args.folders]
     labels = args.labels or [default_label(r) for r in records]
     if len(labels) != len(records):
@@ -103,6 +113,8 @@ def main() -> None:
                 mfc="white",
                 mec=line.get_color(),
             )
+    if floor is not None:
+        ax.axhline(floor, color="black", lw=1, ls="-.", label="training-frequency count per slot (no training)")
     ax.set_xscale("log")
     if budgets:
         ax.set_xticks(budgets, [f"{b:g}" for b in budgets])
@@ -125,6 +137,7 @@ def main() -> None:
                 "dataset": datasets[0],
                 "metric": args.metric,
                 "lines": lines,
+                "floor": floor,
                 "folders": [str(f) for f in args.folders],
                 "machines": [json.loads(m) for m in machines],
             }

@@ -18,6 +18,8 @@ Understood files (by their ``bench`` field):
 * ``batch_queries``: batched queries per second / one-per-call queries per second.
 * ``allocator_ab``: per round, the opt-out's wall seconds / the defaults'; the median.
 * ``adagrad_update``: per table, the median of Keras's rounds / the median of the fused rounds.
+* ``slot_membership``: the per-row search's median sampler milliseconds / the shared search's.
+* ``big_epoch_ab``: the epoch seconds of before / after, before / baseline and after / baseline.
 
 Run:  python bench/rederive_ratios.py docs/results/speed/*.json
 Prints one JSON line per file: the ratios recomputed, the stored ones, and ``ok``.
@@ -114,7 +116,21 @@ def allocator_ab(record: dict) -> dict[str, dict]:
     return {"wall_ratio": _ratio_entry(ratios)}
 
 
+def slot_membership(record: dict) -> dict[str, dict]:
+    value = record["value"]
+    return {"ratio_per_row_to_shared_search": {"median": round(value["per_row_search"] / value["shared_search"], 2)}}
+
+
+def big_epoch_ab(record: dict) -> dict[str, dict]:
+    sec = {name: run["epoch_seconds"] for name, run in record["runs"].items()}
+    pairs = {"before_over_after": ("before", "after"), "before_over_baseline": ("before", "baseline")}
+    pairs["after_over_baseline"] = ("after", "baseline")
+    return {key: {"median": round(sec[a] / sec[b], 2)} for key, (a, b) in pairs.items()}
+
+
 DERIVE = {
+    "slot_membership": slot_membership,
+    "big_epoch_ab": big_epoch_ab,
     "allocator_ab": allocator_ab,
     "jobi_step_cost": jobi_step_cost,
     "train_speed": train_speed,
@@ -128,8 +144,10 @@ DERIVE = {
 
 def stored(record: dict, key: str) -> dict:
     """The ratio ``key`` (``setting/name`` or ``name/ratio``) as the raw file stores it."""
-    if record["bench"] in ("eval_speed", "predict_latency", "batch_queries"):
+    if record["bench"] in ("eval_speed", "predict_latency", "batch_queries", "slot_membership"):
         return {"median": record[key]}
+    if record["bench"] == "big_epoch_ab":
+        return {"median": record["ratios"][key]}
     if record["bench"] == "allocator_ab":
         return record[key]
     head, name = key.split("/", 1)

@@ -116,9 +116,11 @@ class SlotMembership:
         """CSR of each entity's training slots (``side * R + relation``): row starts, slot ids."""
         e = index.num_entities
         keys = index.slot_keys
-        entity, slot = keys % e, (keys // e).astype(np.int32)
-        order = np.argsort(entity, kind="stable")  # slots stay ascending within an entity
+        slot = (keys // e).astype(np.int32)  # int32 copies: start-up memory is about 20 bytes a key
+        entity = (keys % e).astype(np.int32)
         starts = np.concatenate([[0], np.cumsum(np.bincount(entity, minlength=e))])
+        order = np.argsort(entity, kind="stable")  # slots stay ascending within an entity
+        del entity
         return tf.constant(starts, tf.int64), tf.constant(slot[order])
 
 
@@ -150,7 +152,8 @@ class NegativeSampler:
         self._head_start = tf.constant(heads.offsets[:-1] + len(tails.values), tf.int64)
         self._tail_count = tf.constant(tails.sizes(), tf.int64)
         self._head_count = tf.constant(heads.sizes(), tf.int64)
-        self._slots = SlotMembership(index)
+        # Only a sampler that returns pair labels looks slots up (large graphs: a few hundred MB).
+        self._slots = SlotMembership(index) if pair_labels else None
         self._index = index  # for the slot tables of 1-vs-all pair labels, built on first use
         self._slot_tables: tuple[tf.Tensor, tf.Tensor] | None = None
 
@@ -158,6 +161,8 @@ class NegativeSampler:
     def pair_labels(self, relations: tf.Tensor, entities: tf.Tensor, corrupt_tail: tf.Tensor) -> tf.Tensor:
         """float32, shape of ``entities``: was each seen in that slot of ``relations`` in train
         (``relations`` and ``corrupt_tail`` broadcast to it)."""
+        if self._slots is None:
+            raise ValueError("this NegativeSampler was built with pair_labels=False")
         found = self._slots.contains(relations, entities, corrupt_tail)
         return tf.cast(tf.broadcast_to(found, tf.shape(entities)), tf.float32)
 

@@ -117,7 +117,17 @@ def test_every_step_cost_ratio_in_the_docs_raw_files_follows_from_its_rates(tmp_
 
 
 @pytest.mark.parametrize(
-    "bench", ["kbc_anchor", "adagrad_update", "eval_speed", "allocator_ab", "predict_latency", "batch_queries"]
+    "bench",
+    [
+        "kbc_anchor",
+        "adagrad_update",
+        "eval_speed",
+        "allocator_ab",
+        "predict_latency",
+        "batch_queries",
+        "slot_membership",
+        "big_epoch_ab",
+    ],
 )
 def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_times(tmp_path, bench):
     """Each handler recomputes its ratio from the stored times: a consistent file passes, a
@@ -156,6 +166,26 @@ def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_time
 
         def tamper(r):
             r["ratio"] = 18.2
+    elif bench == "slot_membership":
+        value = {"no_labels": 2.0, "shared_search": 14.0, "per_row_search": 35.0}
+        record, key = (
+            {"bench": bench, "value": value, "ratio_per_row_to_shared_search": 2.5},
+            "ratio_per_row_to_shared_search",
+        )
+
+        def tamper(r):
+            r["value"]["per_row_search"] = 42.0
+    elif bench == "big_epoch_ab":
+        runs = {
+            "before": {"epoch_seconds": 600.0},
+            "after": {"epoch_seconds": 400.0},
+            "baseline": {"epoch_seconds": 200.0},
+        }
+        ratios = {"before_over_after": 1.5, "before_over_baseline": 3.0, "after_over_baseline": 2.0}
+        record, key = {"bench": bench, "runs": runs, "ratios": ratios}, "after_over_baseline"
+
+        def tamper(r):
+            r["ratios"]["after_over_baseline"] = 1.8
     elif bench == "predict_latency":
         record, key = {"bench": bench, "value": 1.448, "reference_ms": 0.86, "ratio": 1.68}, "ratio"
 
