@@ -718,6 +718,16 @@ def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> d
 
 
 # -- main ---------------------------------------------------------------------------------------
+def saved(summary: dict, progress: dict) -> dict:
+    """What ``OUT/accuracy_per_hour.json`` holds: the summary (status, command, machine, ...)
+    first, then the run's state. Why the summary wins over the state's copies of its fields:
+    the state is read back from the same file on resuming, so an earlier session's status
+    ("unfinished") would otherwise outlive the point that finished the run. ``sessions`` and
+    ``points`` stay the state's full lists, which resuming reads."""
+    state = {k: v for k, v in progress.items() if k not in summary}
+    return {**summary, **state, "sessions": progress["sessions"], "points": progress["points"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", required=True, choices=SYSTEMS)
@@ -821,8 +831,7 @@ def main() -> None:
         }
 
     def save() -> None:
-        write_json_atomic(path, {**record(), **{k: v for k, v in progress.items() if k not in ("points",)},
-                                 "points": progress["points"]})  # fmt: skip
+        write_json_atomic(path, saved(record(), progress))
 
     save()
     if args.system == "pbg":

@@ -137,3 +137,14 @@ def test_budgets_past_a_converged_stop_repeat_its_point():
     assert all(p["epochs"] == 26 and p["test"] == {"mrr": 0.3} and p["exact"] for p in later)
     assert [p["over_budget_s"] for p in later] == [-170.0, -770.0]
     assert later[0]["stop"] == "converged: no better validation in the last 10"
+
+
+def test_the_saved_file_states_the_current_status_not_an_earlier_sessions():
+    """Resuming reads the state back from the file it writes: a stale "unfinished" must not win."""
+    earlier = {"status": "unfinished: 1 budget(s) to go", "command": "old", "sessions": [{"start": [0, 0]}]}
+    progress = {**earlier, "identity": {"seed": 0}, "points": [{"budget_s": 60.0}], "train_seconds_reached": 61.0}
+    summary = {"status": "finished", "command": "new", "sessions": 1, "points": progress["points"]}
+    written = aph.saved(summary, progress)
+    assert written["status"] == "finished" and written["command"] == "new"
+    assert written["sessions"] == [{"start": [0, 0]}] and written["points"] == [{"budget_s": 60.0}]
+    assert written["identity"] == {"seed": 0} and written["train_seconds_reached"] == 61.0
