@@ -40,6 +40,7 @@ import tensorflow as tf  # noqa: E402
 
 from jobi_tf.checkpoints import save_checkpoint  # noqa: E402
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig  # noqa: E402
+from jobi_tf.config.fields import CORRUPT_SIDES  # noqa: E402
 from jobi_tf.data.synthetic import SyntheticSpec, write_typed_kg  # noqa: E402
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
 from jobi_tf.training import StopGuard, build_model, load_data, make_optimizer  # noqa: E402
@@ -54,7 +55,7 @@ def main() -> None:
     parser.add_argument("--p", type=float, default=0.3)
     parser.add_argument("--shared-negatives", type=int, default=0)
     parser.add_argument("--biased-chunk", type=int, default=0, help="share biased negatives in runs of this many")
-    parser.add_argument("--corrupt-side", default="per-negative", choices=["per-negative", "per-positive"])
+    parser.add_argument("--corrupt-side", default=SamplerConfig().corrupt_side, choices=CORRUPT_SIDES)
     parser.add_argument("--baseline", action="store_true", help="no pair head and p 0 (the sampled baseline)")
     parser.add_argument("--optimizer", default="auto", choices=["auto", "adam", "lazy-adam", "adagrad"])
     parser.add_argument("--steps", type=int, default=0, help="steps to train (0 = one full epoch)")

@@ -45,9 +45,7 @@ class SlotMembership:
 
     def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES) -> None:
         e, r = index.num_entities, index.num_relations
-        self._num_entities = e
-        self._side_offset = r * e  # head keys come after every tail key (`KGIndex.slot_keys`)
-        self._num_slots = 2 * r
+        self._num_entities, self._num_relations = e, r
         if 2 * r * e <= dense_bytes:
             self._table, self._keys = tf.constant(index.slot_rows().reshape(-1)), None
         else:
@@ -59,20 +57,24 @@ class SlotMembership:
     def contains(self, relations: tf.Tensor, entities: tf.Tensor, tail: tf.Tensor) -> tf.Tensor:
         """bool, the broadcast shape of the inputs.
 
-        Why the slot's key is built at the shape of ``relations`` and ``tail`` (``[B, 1]`` for
+        Why the slot is built at the shape of ``relations`` and ``tail`` (``[B, 1]`` for
         a batch whose side is chosen per positive) and only then added to the candidates: the
         sampler's ops run outside XLA, one pass over memory each, so broadcasting first made
         every step of the key a pass over all ``B x K`` candidates instead of one.
         """
         dtype = self._key_dtype
-        slot = tf.cast(relations, dtype) * self._num_entities
-        slot = slot + tf.where(tail, tf.constant(0, dtype), tf.constant(self._side_offset, dtype))
-        key = slot + tf.cast(entities, dtype)
+        key = self._slot(relations, tail, dtype) * self._num_entities + tf.cast(entities, dtype)
         if self._table is not None:
             return tf.gather(self._table, key)
         flat = tf.reshape(key, [-1])
         pos = tf.minimum(tf.searchsorted(self._keys, flat), tf.cast(tf.size(self._keys) - 1, tf.int32))
         return tf.reshape(tf.equal(tf.gather(self._keys, pos), flat), tf.shape(key))
+
+    def _slot(self, relations: tf.Tensor, tail: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
+        """Slot ids ``side * R + relation``, tail slots first (the layout of `KGIndex.slot_keys`,
+        whose keys are ``slot * E + entity``)."""
+        head_offset = tf.constant(self._num_relations, dtype)
+        return tf.cast(relations, dtype) + tf.where(tail, tf.constant(0, dtype), head_offset)
 
     def contains_shared(
         self, relations: tf.Tensor, shared: tf.Tensor, tail: tf.Tensor, rows_per_group: int
@@ -80,8 +82,8 @@ class SlotMembership:
         """bool ``[B, K]``: for row ``i``, is each of ``shared[i // rows_per_group]`` in its slot.
 
         The same answers as `contains` on the candidates repeated to ``[B, K]``. Why a second
-        path: with sorted keys, each of the ``B x K`` searches costs about 25 dependent cache
-        misses (on an FB1.9M-size graph, most of the sampler's time). The other way round is
+        path: with sorted keys, each of the ``B x K`` searches runs 25 levels deep, the lower ones
+        cache misses (on an FB1.9M-size graph, most of the sampler's time). The other way round is
         cheap: the ``G x K`` candidates' own slots (about 11 per entity there) make a sorted
         set of ``(candidate, slot)`` keys, small enough for the cache, and every row's question
         becomes a search in that set.
@@ -100,11 +102,10 @@ class SlotMembership:
         at = tf.ragged.range(tf.gather(starts, flat), tf.gather(starts, flat + 1))
         # Keys ``candidate * S + slot`` come out sorted: candidates in order, each one's slots
         # ascending (`_slots_of_entities`). A sentinel past the end keeps the gather in range.
-        n_slots = tf.constant(self._num_slots, tf.int64)
+        n_slots = tf.constant(2 * self._num_relations, tf.int64)
         keys = at.value_rowids() * n_slots + tf.cast(tf.gather(slots, at.flat_values), tf.int64)
         keys = tf.concat([keys, [tf.int64.max]], 0)
-        r = self._num_slots // 2
-        slot = tf.cast(relations, tf.int64) + tf.where(tail, tf.constant(0, tf.int64), tf.constant(r, tf.int64))
+        slot = self._slot(relations, tail, tf.int64)
         rows = tf.shape(slot)[0]
         column = (tf.range(rows) // rows_per_group)[:, None] * per_group + tf.range(per_group)[None, :]
         query = tf.reshape(tf.cast(column, tf.int64) * n_slots + slot, [-1])
