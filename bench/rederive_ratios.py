@@ -16,6 +16,9 @@ Understood files (by their ``bench`` field):
 * ``eval_speed``: the evaluation's median seconds / the bare matmuls' seconds.
 * ``predict_latency``: the median query's milliseconds / the NumPy reference's.
 * ``batch_queries``: batched queries per second / one-per-call queries per second.
+* ``predict_latency_versions``: per round, version 2's median milliseconds / version 1's; the median.
+* ``head_scoring``: per round, two heads' milliseconds / one head's; the median.
+* ``replicas_speed``: mirrored steps per second / one device's, both without XLA.
 * ``allocator_ab``: per round, the opt-out's wall seconds / the defaults'; the median.
 * ``adagrad_update``: per table, the median of Keras's rounds / the median of the fused rounds.
 * ``slot_membership``: the per-row search's median sampler milliseconds / the shared search's.
@@ -95,6 +98,23 @@ def predict_latency(record: dict) -> dict[str, dict]:
     return {"ratio": {"median": round(record["value"] / record["reference_ms"], 2)}}
 
 
+def predict_latency_versions(record: dict) -> dict[str, dict]:
+    pairs = zip(record["version_1_ms"], record["version_2_ms"], strict=True)
+    return {"ratio_v2_over_v1": _ratio_entry([v2 / v1 for v1, v2 in pairs])}
+
+
+def head_scoring(record: dict) -> dict[str, dict]:
+    ms = record["rounds_ms"]
+    return {"ratio_two_heads_to_one": _ratio_entry([b / a for a, b in zip(ms["heads_1"], ms["heads_2"], strict=True)])}
+
+
+def replicas_speed(record: dict) -> dict[str, dict]:
+    rates = record["value"]
+    return {
+        "ratio_mirrored_to_single_no_xla": {"median": round(rates["mirrored_2_no_xla"] / rates["single_no_xla"], 2)}
+    }
+
+
 def batch_queries(record: dict) -> dict[str, dict]:
     return {"ratio": {"median": round(record["batched_queries_per_second"] / record["single_queries_per_second"], 2)}}
 
@@ -138,6 +158,9 @@ DERIVE = {
     "eval_speed": eval_speed,
     "predict_latency": predict_latency,
     "batch_queries": batch_queries,
+    "predict_latency_versions": predict_latency_versions,
+    "replicas_speed": replicas_speed,
+    "head_scoring": head_scoring,
     "adagrad_update": adagrad_update,
 }
 
@@ -148,8 +171,10 @@ def stored(record: dict, key: str) -> dict:
         return {"median": record[key]}
     if record["bench"] == "big_epoch_ab":
         return {"median": record["ratios"][key]}
-    if record["bench"] == "allocator_ab":
+    if record["bench"] in ("allocator_ab", "predict_latency_versions", "head_scoring"):
         return record[key]
+    if record["bench"] == "replicas_speed":
+        return {"median": record[key]}
     head, name = key.split("/", 1)
     if record["bench"] in ("jobi_step_cost", "kbc_anchor"):
         return record["results"][head][name]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, emit, kernel_check  # noqa: E402, I001
+from _common import Usage, emit, kernel_check, machine  # noqa: E402, I001
 from _clocks import EpochClock  # noqa: E402
 
 from jobi_tf.distribute import configure_devices  # noqa: E402
@@ -89,6 +89,9 @@ def main() -> None:
             "config": vars(args),
             "tf": tf.__version__,
             "cpus": os.cpu_count(),
+            "cpus_allowed": len(os.sched_getaffinity(0)),
+            "machine": machine(),
+            "command": " ".join(["python", *sys.argv]),
         }
     )
 

@@ -127,6 +127,9 @@ def test_every_step_cost_ratio_in_the_docs_raw_files_follows_from_its_rates(tmp_
         "batch_queries",
         "slot_membership",
         "big_epoch_ab",
+        "predict_latency_versions",
+        "replicas_speed",
+        "head_scoring",
     ],
 )
 def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_times(tmp_path, bench):
@@ -186,6 +189,29 @@ def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_time
 
         def tamper(r):
             r["ratios"]["after_over_baseline"] = 1.8
+    elif bench == "predict_latency_versions":
+        ratio = {"per_round": [1.1, 1.2], "median": 1.15}
+        record = {"bench": bench, "version_1_ms": [2.0, 2.5], "version_2_ms": [2.2, 3.0], "ratio_v2_over_v1": ratio}
+        key = "ratio_v2_over_v1"
+
+        def tamper(r):
+            r["version_2_ms"][0] = 2.0
+    elif bench == "head_scoring":
+        rounds = {"heads_1": [2.0, 2.5], "heads_2": [4.0, 4.0]}
+        ratio = {"per_round": [2.0, 1.6], "median": 1.8}
+        record, key = {"bench": bench, "rounds_ms": rounds, "ratio_two_heads_to_one": ratio}, "ratio_two_heads_to_one"
+
+        def tamper(r):
+            r["rounds_ms"]["heads_2"][1] = 5.0
+    elif bench == "replicas_speed":
+        value = {"single_xla": 14.9, "single_no_xla": 6.8, "mirrored_2_no_xla": 4.76}
+        record, key = (
+            {"bench": bench, "value": value, "ratio_mirrored_to_single_no_xla": 0.7},
+            "ratio_mirrored_to_single_no_xla",
+        )
+
+        def tamper(r):
+            r["value"]["mirrored_2_no_xla"] = 6.8
     elif bench == "predict_latency":
         record, key = {"bench": bench, "value": 1.448, "reference_ms": 0.86, "ratio": 1.68}, "ratio"
 
