@@ -256,3 +256,17 @@ def test_popularity_ranks_match_a_brute_force_filtered_ranking():
             mine = scores[triple[answer]]
             assert optimistic[q] == 1 + np.sum(scores > mine)
             assert pessimistic[q] == np.sum(scores >= mine)
+
+
+def test_self_rank_counts_queries_whose_top_answer_is_their_own_entity():
+    """Against a count by hand: the query's own entity (h for tail queries, t for head queries)
+    and the true answer are told apart per direction."""
+    import self_rank
+
+    heads, tails = np.array([0, 1, 2, 3]), np.array([4, 5, 6, 3])
+    tail_top = np.array([0, 5, 2, 9])  # its own head at 0 and 2, the true tail at 1
+    head_top = np.array([4, 4, 2, 3])  # its own tail at 0, the true head at 2, both at 3 (a self-loop triple)
+    out = self_rank.shares(heads, tails, tail_top, head_top)
+    assert out["tail_queries"] == {"top_is_query_entity": 0.5, "top_is_true_answer": 0.25}
+    assert out["head_queries"] == {"top_is_query_entity": 0.5, "top_is_true_answer": 0.5}
+    assert out["queries_per_direction"] == 4 and out["test_triples_with_head_equal_tail"] == 1
