@@ -3,6 +3,9 @@
 Run:  python bench/compare_seeds.py runs/seeds/*  [--metric mrr hits@1 hits@10] [--split test]
       python bench/compare_seeds.py docs/results/fast-seeds-fb15k-237/*.json   (raw results files)
       python bench/compare_seeds.py --by biased_chunk runs/biased-chunk/*variant-jobi*   (another setting)
+      python bench/compare_seeds.py --ignore epochs --ignore biased_chunk runs/aph/fb15k-237-{baseline,jobi}-s*/run
+          (accuracy-per-hour runs: the harness sets ``epochs`` per call, and JoBi's runs share
+          their biased negatives, which a baseline with p 0 does not draw)
 Prints a Markdown table on stdout, then one JSON line with the same numbers.
 
 Why a script: "JoBi is ahead" needs the difference of two means stated with its own
@@ -92,12 +95,14 @@ def load(path: Path, split: str, by: str | None = None) -> dict:
     }
 
 
-def check_like_for_like(runs: list[dict], by: str | None = None) -> None:
-    """Exit with a one-line error naming the first setting (other than the allowed ones) that differs."""
+def check_like_for_like(runs: list[dict], by: str | None = None, ignore: tuple[str, ...] = ()) -> None:
+    """Exit with a one-line error naming the first setting (other than the allowed ones and
+    those the caller names in ``ignore``) that differs."""
     first = runs[0]
+    allowed = (ALLOWED_TO_DIFFER - ({"joint", "p"} if by else set())) | set(ignore)
     for run in runs[1:]:
         for key in sorted(set(first["flat"]) | set(run["flat"])):
-            if key in ALLOWED_TO_DIFFER - ({"joint", "p"} if by else set()) or key == by:
+            if key in allowed or key == by:
                 continue
             if first["flat"].get(key) != run["flat"].get(key):
                 raise SystemExit(
@@ -188,13 +193,25 @@ def main(argv: list[str] | None = None) -> None:
         help="compare the values of this setting (e.g. biased_chunk) instead of the paper's variants; "
         "the first value in sorted order is the reference",
     )
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="a setting allowed to differ besides the compared ones (repeat the flag for several): name "
+        "only those that do not change what is compared (the record lists them)",
+    )
     args = parser.parse_args(argv)
     runs = [load(folder, args.split, args.by) for folder in args.runs]
-    check_like_for_like(runs, args.by)
+    unknown = sorted(set(args.ignore) - set(DEFAULTS))
+    if unknown:
+        raise SystemExit(f"--ignore: no such setting {unknown[0]!r} in RunConfig")
+    check_like_for_like(runs, args.by, tuple(args.ignore))
     reference = "baseline" if args.by is None else min(r["variant"] for r in runs)
     result = compare(runs, args.metric, args.split, reference)
     print(markdown(result, args.metric))
-    print(json.dumps({"bench": "compare_seeds", "runs": [r["run"] for r in runs], **result}))
+    record = {"bench": "compare_seeds", "runs": [r["run"] for r in runs], "ignored": args.ignore, **result}
+    print(json.dumps({**record, "command": " ".join(["python", *sys.argv])}))
 
 
 if __name__ == "__main__":

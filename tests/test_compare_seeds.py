@@ -128,3 +128,22 @@ def test_a_field_an_older_config_lacks_counts_as_its_default(tmp_path, capsys):
     (old[0] / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(SystemExit, match="not like for like: biased_chunk"):
         compare_seeds.main(["--by", "regularizer", *map(str, new + old)])
+
+
+def test_ignore_lets_only_the_named_settings_differ_and_is_recorded(tmp_path, capsys):
+    """Accuracy-per-hour runs differ in ``epochs`` (the harness plans it per call): named with
+    ``--ignore`` they compare, and the record says so; any other difference is still refused."""
+    base = [_run(tmp_path, f"b{s}", 0.30 + 0.001 * s, seed=s, epochs=60 + s) for s in range(2)]
+    jobi = [_run(tmp_path, f"j{s}", 0.33 + 0.001 * s, seed=s, joint=True, epochs=50) for s in range(2)]
+    folders = [str(f) for f in base + jobi]
+    with pytest.raises(SystemExit, match="not like for like: epochs"):
+        compare_seeds.main(folders)
+    compare_seeds.main(["--ignore", "epochs", *folders])
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert result["ignored"] == ["epochs"]
+    assert result["differences"]["joint - baseline"]["mrr"]["difference"] == pytest.approx(0.03)
+    odd = _run(tmp_path, "j2", 0.33, seed=2, joint=True, epochs=50, lr=0.5)
+    with pytest.raises(SystemExit, match="not like for like: lr"):
+        compare_seeds.main(["--ignore", "epochs", str(base[0]), str(odd)])
+    with pytest.raises(SystemExit, match="--ignore: no such setting 'epoch'"):
+        compare_seeds.main(["--ignore", "epoch", *folders])
