@@ -16,6 +16,7 @@ Understood files (by their ``bench`` field):
 * ``eval_speed``: the evaluation's median seconds / the bare matmuls' seconds.
 * ``predict_latency``: the median query's milliseconds / the NumPy reference's.
 * ``batch_queries``: batched queries per second / one-per-call queries per second.
+* ``batch_queries_sizes``: each run's batched / one-per-call queries per second.
 * ``predict_latency_versions``: per round, version 2's median milliseconds / version 1's; the median.
 * ``head_scoring``: per round, two heads' milliseconds / one head's; the median.
 * ``replicas_speed``: mirrored steps per second / one device's, both without XLA.
@@ -98,6 +99,10 @@ def predict_latency(record: dict) -> dict[str, dict]:
     return {"ratio": {"median": round(record["value"] / record["reference_ms"], 2)}}
 
 
+def batch_queries_sizes(record: dict) -> dict[str, dict]:
+    return {f"batch {run['batch_size']}/ratio": batch_queries(run)["ratio"] for run in record["runs"]}
+
+
 def predict_latency_versions(record: dict) -> dict[str, dict]:
     pairs = zip(record["version_1_ms"], record["version_2_ms"], strict=True)
     return {"ratio_v2_over_v1": _ratio_entry([v2 / v1 for v1, v2 in pairs])}
@@ -159,6 +164,7 @@ DERIVE = {
     "predict_latency": predict_latency,
     "batch_queries": batch_queries,
     "predict_latency_versions": predict_latency_versions,
+    "batch_queries_sizes": batch_queries_sizes,
     "replicas_speed": replicas_speed,
     "head_scoring": head_scoring,
     "adagrad_update": adagrad_update,
@@ -173,6 +179,9 @@ def stored(record: dict, key: str) -> dict:
         return {"median": record["ratios"][key]}
     if record["bench"] in ("allocator_ab", "predict_latency_versions", "head_scoring"):
         return record[key]
+    if record["bench"] == "batch_queries_sizes":
+        size = int(key.split("/")[0].split()[1])
+        return {"median": next(run["ratio"] for run in record["runs"] if run["batch_size"] == size)}
     if record["bench"] == "replicas_speed":
         return {"median": record[key]}
     head, name = key.split("/", 1)

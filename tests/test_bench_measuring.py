@@ -130,6 +130,7 @@ def test_every_step_cost_ratio_in_the_docs_raw_files_follows_from_its_rates(tmp_
         "predict_latency_versions",
         "replicas_speed",
         "head_scoring",
+        "batch_queries_sizes",
     ],
 )
 def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_times(tmp_path, bench):
@@ -196,6 +197,25 @@ def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_time
 
         def tamper(r):
             r["version_2_ms"][0] = 2.0
+    elif bench == "batch_queries_sizes":
+        runs = [
+            {
+                "batch_size": 512,
+                "batched_queries_per_second": 2600.0,
+                "single_queries_per_second": 200.0,
+                "ratio": 13.0,
+            },
+            {
+                "batch_size": 128,
+                "batched_queries_per_second": 2200.0,
+                "single_queries_per_second": 200.0,
+                "ratio": 11.0,
+            },
+        ]
+        record, key = {"bench": bench, "runs": runs}, "batch 128/ratio"
+
+        def tamper(r):
+            r["runs"][1]["ratio"] = 12.0
     elif bench == "head_scoring":
         rounds = {"heads_1": [2.0, 2.5], "heads_2": [4.0, 4.0]}
         ratio = {"per_round": [2.0, 1.6], "median": 1.8}
