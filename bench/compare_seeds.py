@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     result = compare(runs, args.metric, args.split, reference)
     print(markdown(result, args.metric))
     record = {"bench": "compare_seeds", "runs": [r["run"] for r in runs], "ignored": args.ignore, **result}
-    print(json.dumps({**record, "command": " ".join(["python", *sys.argv])}))
+    given = sys.argv[1:] if argv is None else argv
+    print(json.dumps({**record, "command": " ".join(["python", "bench/compare_seeds.py", *given])}))
 
 
 if __name__ == "__main__":

@@ -79,7 +79,10 @@ def main() -> None:
     if args.run:
         from jobi_tf.api import load_run
 
-        model = load_run(args.run).model
+        run = load_run(args.run)
+        if run.entities != entities.labels.tolist() or run.relations != relations.labels.tolist():
+            raise SystemExit(f"--run {args.run}: its vocabularies are not those of --data-dir {args.data_dir}")
+        model = run.model
     else:
         import pbg_vs_jobi
 

@@ -141,6 +141,7 @@ def test_ignore_lets_only_the_named_settings_differ_and_is_recorded(tmp_path, ca
     compare_seeds.main(["--ignore", "epochs", *folders])
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert result["ignored"] == ["epochs"]
+    assert result["command"] == " ".join(["python", "bench/compare_seeds.py", "--ignore", "epochs", *folders])
     assert result["differences"]["joint - baseline"]["mrr"]["difference"] == pytest.approx(0.03)
     odd = _run(tmp_path, "j2", 0.33, seed=2, joint=True, epochs=50, lr=0.5)
     with pytest.raises(SystemExit, match="not like for like: lr"):
