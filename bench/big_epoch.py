@@ -40,7 +40,7 @@ import tensorflow as tf  # noqa: E402
 
 from jobi_tf.checkpoints import save_checkpoint  # noqa: E402
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig  # noqa: E402
-from jobi_tf.config.fields import CORRUPT_SIDES  # noqa: E402
+from jobi_tf.config.fields import CORRUPT_SIDES, OPTIMIZERS  # noqa: E402
 from jobi_tf.data.synthetic import SyntheticSpec, write_typed_kg  # noqa: E402
 from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
 from jobi_tf.training import StopGuard, build_model, load_data, make_optimizer  # noqa: E402
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--biased-chunk", type=int, default=0, help="share biased negatives in runs of this many")
     parser.add_argument("--corrupt-side", default=SamplerConfig().corrupt_side, choices=CORRUPT_SIDES)
     parser.add_argument("--baseline", action="store_true", help="no pair head and p 0 (the sampled baseline)")
-    parser.add_argument("--optimizer", default="auto", choices=["auto", "adam", "lazy-adam", "adagrad"])
+    parser.add_argument("--optimizer", default="auto", choices=OPTIMIZERS)
     parser.add_argument("--steps", type=int, default=0, help="steps to train (0 = one full epoch)")
     parser.add_argument("--warmup", type=int, default=20, help="first steps left out of the throughput")
     parser.add_argument("--quick", action="store_true", help="a 20k-entity graph and 60 steps")

@@ -69,13 +69,14 @@ Init: entities N(0, ``init_scale`` = 1e-3) (``init_embs``/``fast_approx_rand``),
 
 The closest jobi-tf settings are this script's defaults and its output's ``jobi_tf_match``:
 ``--model complex --dim D/2 --reciprocal --batch-size 1000 --neg 50 --shared-negatives 50
---corrupt-side per-positive --p 0 --optimizer adagrad --lr 0.1`` (``--shared-negatives C``
+--corrupt-side per-positive --p 0 --optimizer row-adagrad --lr 0.1`` (``--shared-negatives C``
 shares uniform negatives within chunks of C positives, here PBG's chunk). Differences that
 remain are listed there: jobi-tf corrupts one side per positive (one softmax, so one PBG epoch
 trains as many queries as two of ours), shares one draw per chunk for both sides, masks a
-negative equal to the positive, averages its loss over the batch, and its Adagrad
-(``jobi_tf.optimizers.LazyAdagrad``, accumulators from 1e-10) keeps one accumulator per
-component where PBG's ``RowAdagrad`` keeps one per entity row; it has no in-batch negatives.
+negative equal to the positive, averages its loss over the batch, and starts its Adagrad
+accumulators at 1e-10 (``jobi_tf.optimizers.RowAdagrad``: one per entity row, as PBG's
+``RowAdagrad``, element-wise on the relation tables, as PBG's operators); it has no in-batch
+negatives.
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/pbg_vs_jobi.py --dataset fb15k-237 \\
           --peer-python /tmp/pbgvenv/bin/python
@@ -212,7 +213,7 @@ def jobi_tf_match(args) -> dict:
         "--corrupt-side": "per-positive",
         "--p": 0.0,
         "--joint": False,
-        "--optimizer": "adagrad",
+        "--optimizer": "row-adagrad",
         "--lr": args.lr,
         "--regularization": 0.0,
     }
@@ -222,7 +223,8 @@ def jobi_tf_match(args) -> dict:
         "PBG draws head and tail negatives separately per chunk; jobi-tf shares one draw per chunk",
         "jobi-tf masks a negative equal to the positive; PBG does not",
         "PBG sums its loss over the batch, jobi-tf averages it",
-        "PBG: row-wise Adagrad on entities (one accumulator per row); jobi-tf: one per component (both start near 0)",
+        "both: row-wise Adagrad on entities (one accumulator per row), element-wise on relations; PBG's "
+        "accumulators start at 0, jobi-tf's at 1e-10",
         "init: PBG N(0, 1e-3) entities and identity operators; jobi-tf Glorot-normal tables",
     ]
     if args.batch_negs:

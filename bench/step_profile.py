@@ -44,6 +44,7 @@ import tensorflow as tf  # noqa: E402
 from step_time_vs_size import graph  # noqa: E402
 
 from jobi_tf.config import SamplerConfig  # noqa: E402
+from jobi_tf.config.fields import OPTIMIZERS  # noqa: E402
 from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
@@ -142,7 +143,7 @@ def profile(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[15_000, 2_000_000])
-    parser.add_argument("--optimizer", default="auto", choices=["auto", "adam", "lazy-adam", "adagrad"])
+    parser.add_argument("--optimizer", default="auto", choices=OPTIMIZERS)
     parser.add_argument("--triples", type=int, default=1_000_000)
     parser.add_argument("--relations", type=int, default=1000)
     parser.add_argument("--dim", type=int, default=100)

@@ -50,7 +50,7 @@ import tensorflow as tf
 
 from jobi_tf.config import LAZY_MIN_ROWS  # auto's threshold (bench/step_time_vs_size.py, docs/performance.md)
 
-__all__ = ["FusedAdam", "LazyAdam", "LazyAdagrad", "LAZY_MIN_ROWS", "choose_optimizer", "make_optimizer"]
+__all__ = ["FusedAdam", "LazyAdam", "LazyAdagrad", "RowAdagrad", "LAZY_MIN_ROWS", "choose_optimizer", "make_optimizer"]
 
 
 def _unique_rows(gradient: tf.IndexedSlices, num_rows: int, dtype: tf.DType) -> tuple[tf.Tensor, tf.Tensor]:
@@ -211,6 +211,77 @@ class LazyAdagrad(keras.optimizers.Adagrad):
         self.assign_sub(variable, tf.IndexedSlices(lr * grad / (tf.sqrt(acc_rows) + self.epsilon), ids))
 
 
+@keras.saving.register_keras_serializable(package="jobi_tf")
+class RowAdagrad(LazyAdagrad):
+    """`LazyAdagrad` with one accumulator per row of the entity table: PyTorch-BigGraph's
+    optimizer for embeddings (its ``RowAdagrad``).
+
+    Why: element-wise Adagrad keeps a second table as large as the entity table (1.9M rows of
+    200 floats: 1.5 GB more); one float per row is 7.6 MB, and a step reads and writes one
+    accumulator per row it touches instead of a row's worth of them (a step at PyTorch-BigGraph's
+    work per positive on FB15k-237 took 1.18x less time, docs/performance.md). It is also what
+    PBG trains with, so a comparison with PBG can run the same optimizer on both sides.
+
+    A row's update, its ids deduplicated and their gradients summed first (as PBG coalesces
+    them): ``G_row += mean(g ** 2)`` over the row's components, then
+    ``row -= lr * g / (sqrt(G_row) + eps)``. Tables not named in ``row_tables`` (the relation
+    tables, like PBG's relation operators) take `LazyAdagrad`'s element-wise update.
+
+    Args:
+        row_tables: names of the variables that get one accumulator per row. Default: the
+            model's entity table.
+        Others: those of `LazyAdagrad`.
+
+    >>> opt = RowAdagrad(learning_rate=0.1, row_tables=("table",))
+    >>> table = keras.Variable(tf.ones([2, 2]), name="table")
+    >>> _ = opt.apply_gradients([(tf.IndexedSlices(tf.constant([[3.0, 4.0]]), tf.constant([1])), table)])
+    >>> opt.variables[-1].numpy().round(2).tolist()  # one accumulator per row: 1e-10 + (9 + 16) / 2
+    [0.0, 12.5]
+    """
+
+    def __init__(self, *args, row_tables: tuple[str, ...] = ("entity_embeddings",), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.row_tables = tuple(row_tables)
+
+    def build(self, var_list) -> None:
+        if self.built:
+            return
+        keras.optimizers.Optimizer.build(self, var_list)  # Adagrad's own build would make full-size slots
+        # By position, because ``update_step`` gets the backend's variable, not the Keras one.
+        self._by_row = [v.name in self.row_tables and len(v.shape) == 2 for v in var_list]
+        initializer = keras.initializers.Constant(self.initial_accumulator_value)
+        self._accumulators = [
+            self.add_variable(
+                shape=(v.shape[0],) if by_row else v.shape,
+                initializer=initializer,
+                dtype=v.dtype,
+                name=f"{v.path.replace('/', '_')}_accumulator",
+            )
+            for v, by_row in zip(var_list, self._by_row, strict=True)
+        ]
+
+    def update_step(self, gradient, variable, learning_rate) -> None:
+        index = self._get_variable_index(variable)
+        if not self._by_row[index]:
+            return super().update_step(gradient, variable, learning_rate)
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
+        accumulator = self._accumulators[index]
+        if isinstance(gradient, tf.IndexedSlices):
+            ids, grad = _unique_rows(gradient, variable.shape[0], dtype)
+            acc_rows = _rows(accumulator, ids) + tf.reduce_mean(tf.square(grad), axis=-1)
+            self.assign(accumulator, tf.IndexedSlices(acc_rows, ids))
+            self.assign_sub(variable, tf.IndexedSlices(lr * grad / (tf.sqrt(acc_rows) + self.epsilon)[:, None], ids))
+            return
+        grad = tf.cast(gradient, dtype)
+        acc = tf.convert_to_tensor(accumulator) + tf.reduce_mean(tf.square(grad), axis=-1)
+        self.assign(accumulator, acc)
+        self.assign_sub(variable, lr * grad / (tf.sqrt(acc) + self.epsilon)[:, None])
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "row_tables": list(self.row_tables)}
+
+
 def choose_optimizer(name: str, num_entities: int) -> str:
     """The concrete optimizer for a ``--optimizer`` value: ``auto`` becomes ``adam`` below
     `LAZY_MIN_ROWS` entity rows and ``lazy-adam`` from there on; other names are kept."""
@@ -220,10 +291,11 @@ def choose_optimizer(name: str, num_entities: int) -> str:
 
 
 def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimizer:
-    """A fresh optimizer for a concrete name (``adam``, ``lazy-adam`` or ``adagrad``).
+    """A fresh optimizer for a concrete name (``adam``, ``lazy-adam``, ``adagrad`` or ``row-adagrad``).
 
     ``adagrad`` is `LazyAdagrad`: the same updates as dense Adagrad, with repeated ids
-    handled correctly. ``adam`` is dense Adam, the paper's optimizer, as `FusedAdam`.
+    handled correctly. ``row-adagrad`` is `RowAdagrad` (one accumulator per entity row,
+    PyTorch-BigGraph's). ``adam`` is dense Adam, the paper's optimizer, as `FusedAdam`.
     """
     if name == "adam":
         return FusedAdam(learning_rate=learning_rate)
@@ -231,4 +303,8 @@ def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimize
         return LazyAdam(learning_rate=learning_rate)
     if name == "adagrad":
         return LazyAdagrad(learning_rate=learning_rate)
-    raise ValueError(f"name must be 'adam', 'lazy-adam' or 'adagrad' (resolve 'auto' first). Received: name={name!r}")
+    if name == "row-adagrad":
+        return RowAdagrad(learning_rate=learning_rate)
+    raise ValueError(
+        f"name must be 'adam', 'lazy-adam', 'adagrad' or 'row-adagrad' (resolve 'auto' first). Received: name={name!r}"
+    )

@@ -73,6 +73,10 @@ def check_config(cfg: RunConfig) -> None:
             "dense adam moves every row of every table each step (whole tables over the network); "
             "use lazy-adam or adagrad with --strategy parameter-server",
         )
+    if cfg.train.optimizer == "row-adagrad":
+        raise ConfigError(
+            "optimizer", "row-adagrad is not available with --strategy parameter-server; use lazy-adam or adagrad"
+        )
     if cfg.train.init_from:
         raise ConfigError("init_from", "warm starts are not available with --strategy parameter-server")
 

@@ -280,14 +280,15 @@ def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
 
     Why: ``--dim 1e9`` would otherwise end in an out-of-memory kill or a TensorFlow
     traceback. Counted: the entity and relation tables and the optimizer's slots (two per
-    table for Adam, one for Adagrad), float32.
+    table for Adam, one for Adagrad, one float per entity row for row-adagrad), float32.
     """
     scorer = get_scorer(cfg.model.model)
     relation_tables = (2 if cfg.model.joint else 1) * (2 if cfg.model.reciprocal else 1)
-    floats = index.num_entities * scorer.entity_width(cfg.model.dim)
-    floats += relation_tables * index.num_relations * scorer.relation_width(cfg.model.dim)
-    slots = 1 if cfg.train.optimizer == "adagrad" else 2
-    need = 4 * floats * (1 + slots)
+    entity_floats = index.num_entities * scorer.entity_width(cfg.model.dim)
+    relation_floats = relation_tables * index.num_relations * scorer.relation_width(cfg.model.dim)
+    slots = 1 if cfg.train.optimizer in ("adagrad", "row-adagrad") else 2
+    entity_slots = index.num_entities if cfg.train.optimizer == "row-adagrad" else slots * entity_floats
+    need = 4 * (entity_floats + entity_slots + relation_floats * (1 + slots))
     try:
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):

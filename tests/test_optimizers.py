@@ -12,7 +12,15 @@ import tensorflow as tf
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 from jobi_tf.errors import ConfigError
 from jobi_tf.models import JoBiModel
-from jobi_tf.optimizers import LAZY_MIN_ROWS, FusedAdam, LazyAdagrad, LazyAdam, choose_optimizer, make_optimizer
+from jobi_tf.optimizers import (
+    LAZY_MIN_ROWS,
+    FusedAdam,
+    LazyAdagrad,
+    LazyAdam,
+    RowAdagrad,
+    choose_optimizer,
+    make_optimizer,
+)
 from jobi_tf.sampling import make_train_dataset
 from jobi_tf.training import train
 
@@ -126,6 +134,67 @@ def test_lazy_adagrad_equals_dense_adagrad_on_every_row(w0):
     assert not np.allclose(keras_sparse.numpy(), fused.numpy(), rtol=1e-6, atol=1e-7)
 
 
+def _row_adagrad_reference(w0: np.ndarray, steps, initial: float = 1e-10, eps: float = EPS):
+    """PyTorch-BigGraph's RowAdagrad in float64: one accumulator per row, fed the mean square."""
+    w, acc = w0.astype(np.float64), np.full(w0.shape[0], initial)
+    for ids, values in steps:
+        g = _dense(ids, values)
+        rows = np.unique(ids)
+        acc[rows] += (g[rows] ** 2).mean(axis=1)
+        w[rows] -= LR * g[rows] / (np.sqrt(acc[rows])[:, None] + eps)
+    return w, acc
+
+
+@pytest.mark.parametrize("sparse", [True, False], ids=["sparse", "dense"])
+def test_row_adagrad_keeps_one_accumulator_per_row_of_the_named_tables(w0, sparse):
+    steps = _steps(np.random.default_rng(6), always=[0, 1], others=list(range(2, ROWS - 2)))  # rows 10, 11: never
+    opt = RowAdagrad(learning_rate=LR, epsilon=EPS, row_tables=("table",))
+    table = _run(opt, w0, steps, sparse=sparse)
+    w, acc = _row_adagrad_reference(w0, steps)
+    np.testing.assert_allclose(table.numpy(), w, rtol=1e-5, atol=1e-6)
+    (accumulator,) = [v for v in opt.variables if "accumulator" in v.name]
+    assert accumulator.shape == (ROWS,)
+    np.testing.assert_allclose(accumulator.numpy(), acc, rtol=1e-5, atol=1e-12)
+    np.testing.assert_array_equal(table.numpy()[-2:], w0[-2:])  # untouched rows never move
+    # Not element-wise Adagrad: a row's components share one step size.
+    assert not np.allclose(table.numpy(), _adagrad_reference(w0, steps), rtol=1e-4, atol=1e-5)
+
+
+def test_row_adagrad_updates_other_tables_element_wise(w0):
+    """Tables not named in ``row_tables`` (a model's relation tables) get `LazyAdagrad`'s update."""
+    steps = _steps(np.random.default_rng(7), always=[0], others=list(range(1, ROWS)))
+    opt = RowAdagrad(learning_rate=LR, epsilon=EPS)  # default: the entity table only
+    table = _run(opt, w0, steps)
+    np.testing.assert_allclose(table.numpy(), _adagrad_reference(w0, steps), rtol=1e-5, atol=1e-6)
+    assert [v.shape for v in opt.variables if "accumulator" in v.name] == [(ROWS, WIDTH)]
+
+
+def test_row_adagrad_sums_repeated_ids_first(w0):
+    a, b, c = (np.full((1, WIDTH), x, np.float32) for x in (0.5, -2.0, 1.5))
+    make = lambda: RowAdagrad(learning_rate=LR, row_tables=("table",))  # noqa: E731
+    repeated = _run(make(), w0, [(np.array([3, 3, 5], np.int32), np.concatenate([a, b, c]))])
+    summed = _run(make(), w0, [(np.array([3, 5], np.int32), np.concatenate([a + b, c]))])
+    np.testing.assert_array_equal(repeated.numpy(), summed.numpy())
+
+
+def test_a_model_trained_with_row_adagrad_has_row_accumulators_for_its_entity_table_only(small_typed_index):
+    index = small_typed_index
+    model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=4, joint=True, name="jobi")
+    opt = make_optimizer("row-adagrad", 0.1)
+    model.compile(optimizer=opt, jit_compile=True)
+    ds = make_train_dataset(index, SamplerConfig(batch_size=64, neg=4, p=0.3), seed=0)
+    before = model.entity_embeddings.numpy().copy()
+    model.fit(ds, epochs=1, steps_per_epoch=2, verbose=0, shuffle=False)
+    shapes = {v.name: tuple(v.shape) for v in opt.variables if "accumulator" in v.name}
+    assert shapes == {
+        "jobi_entity_embeddings_accumulator": (index.num_entities,),
+        "jobi_triple_relations_accumulator": (index.num_relations, 8),
+        "jobi_pair_relations_accumulator": (index.num_relations, 8),
+    }
+    assert not np.array_equal(model.entity_embeddings.numpy(), before)
+    assert np.isfinite(model.entity_embeddings.numpy()).all()
+
+
 @pytest.mark.parametrize("sparse", [True, False], ids=["sparse", "dense-fused"])
 @pytest.mark.parametrize("initial", [1e-10, 0.0], ids=["default", "kbc"])
 def test_adagrad_damps_tiny_first_gradients_unless_started_from_zero(w0, sparse, initial):
@@ -236,6 +305,17 @@ def test_lazy_adam_run_checkpoints_and_resumes_identically(tmp_path):
                 np.testing.assert_allclose(a[key], b[key], rtol=1e-5, atol=1e-6, err_msg=key)
 
 
+def test_row_adagrad_run_checkpoints_and_resumes_identically(tmp_path):
+    straight = train(_cfg(3, "row-adagrad"), tmp_path / "straight", verbose=0)
+    train(_cfg(2, "row-adagrad"), tmp_path / "resumed", verbose=0)
+    (tmp_path / "resumed" / "metrics.json").unlink()  # as if stopped after epoch 2's checkpoint
+    resumed = train(_cfg(3, "row-adagrad"), tmp_path / "resumed", verbose=0)
+    assert [h["epoch"] for h in resumed.metrics["history"]] == [1, 2, 3]
+    assert resumed.metrics["test"]["mrr"] == pytest.approx(straight.metrics["test"]["mrr"], abs=1e-6)
+    with np.load(tmp_path / "straight" / "checkpoint.npz") as a:
+        assert (80,) in [a[k].shape for k in a.files if k.startswith("optimizer/")]  # the entity rows' accumulator
+
+
 def test_auto_is_recorded_as_the_optimizer_it_chose(tmp_path):
     assert choose_optimizer("auto", LAZY_MIN_ROWS - 1) == "adam"
     assert choose_optimizer("auto", LAZY_MIN_ROWS) == "lazy-adam"
@@ -249,11 +329,12 @@ def test_auto_is_recorded_as_the_optimizer_it_chose(tmp_path):
 
 
 def test_optimizer_names_are_validated_and_built():
-    with pytest.raises(ConfigError, match=r"--optimizer: must be one of auto, adam, lazy-adam, adagrad"):
+    with pytest.raises(ConfigError, match=r"--optimizer: must be one of auto, adam, lazy-adam, adagrad, row-adagrad"):
         TrainConfig(optimizer="sgd")
     assert type(make_optimizer("adam", 0.1)) is FusedAdam
     assert isinstance(make_optimizer("lazy-adam", 0.1), LazyAdam)
-    assert isinstance(make_optimizer("adagrad", 0.1), LazyAdagrad)
+    assert type(make_optimizer("adagrad", 0.1)) is LazyAdagrad
+    assert type(make_optimizer("row-adagrad", 0.1)) is RowAdagrad
     with pytest.raises(ValueError, match="resolve 'auto' first"):
         make_optimizer("auto", 0.1)
     with pytest.raises(ValueError, match="amsgrad"):
@@ -265,7 +346,27 @@ def test_lazy_optimizers_serialize():
         FusedAdam(learning_rate=0.01),
         LazyAdam(learning_rate=0.02, beta_1=0.8),
         LazyAdagrad(learning_rate=0.03),
+        RowAdagrad(learning_rate=0.04, row_tables=("a", "b")),
     ):
         again = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
         assert type(again) is type(opt)
         assert again.get_config() == opt.get_config()
+
+
+def test_the_memory_guard_counts_one_accumulator_per_entity_row_for_row_adagrad(monkeypatch):
+    """1000 entities at ComplEx 100 (rows of 200 floats): Adagrad's slots double the entity
+    table (1.6 MB in all), row-adagrad's add 4 KB (0.8 MB): a 1.2 MB machine fits only the latter."""
+    from types import SimpleNamespace
+
+    from jobi_tf.training import _check_memory
+
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 1_200_000 // 4096}
+    monkeypatch.setattr("os.sysconf", lambda name: pages[name])
+    index = SimpleNamespace(num_entities=1000, num_relations=2)
+
+    def cfg(optimizer):
+        return RunConfig(model=ModelConfig(model="complex", dim=100), train=TrainConfig(optimizer=optimizer))
+
+    with pytest.raises(ConfigError, match="--dim: .*need 0.0 GiB"):
+        _check_memory(cfg("adagrad"), index)
+    _check_memory(cfg("row-adagrad"), index)

@@ -127,6 +127,7 @@ def test_evaluation_reads_a_sharded_table_like_a_whole_one(small_typed_index):
         (dict(loss="k-vs-all"), "loss"),
         (dict(relation_prediction=1.0), "relation_prediction"),
         (dict(optimizer="adam"), "optimizer"),
+        (dict(optimizer="row-adagrad"), "optimizer"),
         (dict(init_from="/some/run"), "init_from"),
     ],
 )

@@ -18,7 +18,7 @@ __all__ = ["setting", "flag_name", "variant_name", "VARIANTS"]
 
 MODELS = ("distmult", "complex", "simple")
 LOSSES = plugins.names("loss")  # the modules of jobi_tf/losses
-OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad")  # see jobi_tf.optimizers
+OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad", "row-adagrad")  # see jobi_tf.optimizers
 #: ``--optimizer auto`` trains lazy Adam from this many entity rows on (dense Adam below).
 LAZY_MIN_ROWS = 100_000
 RANK_TYPES = ("optimistic", "realistic", "pessimistic")

@@ -203,7 +203,8 @@ class TrainConfig:
             factor (0.02, `kbc-rp`'s there) regularises better (docs/results.md).
         lr: learning rate.
         optimizer: ``adam`` (exact dense Adam, the paper's: `FusedAdam`), ``lazy-adam`` (updates only
-            the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), or
+            the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense),
+            ``row-adagrad`` (one accumulator per entity row: `jobi_tf.optimizers.RowAdagrad`), or
             ``auto``: dense Adam below `LAZY_MIN_ROWS` entities, lazy
             above; a run records the optimizer ``auto`` chose.
         epochs: upper bound; early stopping usually ends sooner.
@@ -259,7 +260,8 @@ class TrainConfig:
     lr: float = setting(0.001, "Learning rate.")
     optimizer: str = setting(
         "auto",
-        "adam (dense, the paper's), lazy-adam (updates only the rows a batch uses), adagrad; "
+        "adam (dense, the paper's), lazy-adam (updates only the rows a batch uses), adagrad, "
+        "row-adagrad (one accumulator per entity row, PyTorch-BigGraph's); "
         f"auto: adam below {LAZY_MIN_ROWS:,} entities, lazy-adam from there on.",
         choices=OPTIMIZERS,
     )
