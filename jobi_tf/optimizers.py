@@ -50,7 +50,16 @@ import tensorflow as tf
 
 from jobi_tf.config import LAZY_MIN_ROWS  # auto's threshold (bench/step_time_vs_size.py, docs/performance.md)
 
-__all__ = ["FusedAdam", "LazyAdam", "LazyAdagrad", "RowAdagrad", "LAZY_MIN_ROWS", "choose_optimizer", "make_optimizer"]
+__all__ = [
+    "FusedAdam",
+    "LazyAdam",
+    "LazyAdagrad",
+    "RowAdagrad",
+    "LAZY_MIN_ROWS",
+    "choose_optimizer",
+    "make_optimizer",
+    "slot_floats",
+]
 
 
 def _unique_rows(gradient: tf.IndexedSlices, num_rows: int, dtype: tf.DType) -> tuple[tf.Tensor, tf.Tensor]:
@@ -280,6 +289,15 @@ class RowAdagrad(LazyAdagrad):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "row_tables": list(self.row_tables)}
+
+
+def slot_floats(name: str, rows: int, width: int, entity_table: bool) -> int:
+    """Floats of optimizer state a ``[rows, width]`` table costs under a concrete ``--optimizer``
+    (what the memory guard counts before any table exists): two moments for Adam, one
+    accumulator for Adagrad, one per row for the entity table under ``row-adagrad``."""
+    if name == "row-adagrad" and entity_table:
+        return rows
+    return rows * width * (1 if name in ("adagrad", "row-adagrad") else 2)
 
 
 def choose_optimizer(name: str, num_entities: int) -> str:

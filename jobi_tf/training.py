@@ -45,7 +45,7 @@ from jobi_tf.growth import carry_over, plan_growth
 from jobi_tf.loading import load_index
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import get_scorer
-from jobi_tf.optimizers import choose_optimizer
+from jobi_tf.optimizers import choose_optimizer, slot_floats
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
@@ -279,16 +279,17 @@ def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
     """Refuse a model whose tables cannot fit this machine's memory, before allocating them.
 
     Why: ``--dim 1e9`` would otherwise end in an out-of-memory kill or a TensorFlow
-    traceback. Counted: the entity and relation tables and the optimizer's slots (two per
-    table for Adam, one for Adagrad, one float per entity row for row-adagrad), float32.
+    traceback. Counted: the entity and relation tables and the optimizer's state
+    (`jobi_tf.optimizers.slot_floats`), float32.
     """
     scorer = get_scorer(cfg.model.model)
     relation_tables = (2 if cfg.model.joint else 1) * (2 if cfg.model.reciprocal else 1)
-    entity_floats = index.num_entities * scorer.entity_width(cfg.model.dim)
-    relation_floats = relation_tables * index.num_relations * scorer.relation_width(cfg.model.dim)
-    slots = 1 if cfg.train.optimizer in ("adagrad", "row-adagrad") else 2
-    entity_slots = index.num_entities if cfg.train.optimizer == "row-adagrad" else slots * entity_floats
-    need = 4 * (entity_floats + entity_slots + relation_floats * (1 + slots))
+    entity = (index.num_entities, scorer.entity_width(cfg.model.dim))
+    relation = (relation_tables * index.num_relations, scorer.relation_width(cfg.model.dim))
+    name = cfg.train.optimizer
+    floats = entity[0] * entity[1] + slot_floats(name, *entity, entity_table=True)
+    floats += relation[0] * relation[1] + slot_floats(name, *relation, entity_table=False)
+    need = 4 * floats
     try:
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
