@@ -121,6 +121,30 @@ def test_carry_over_places_source_rows_and_slots_by_name(graphs, source_run, tmp
     assert int(optimizer.iterations.numpy()) == int(checkpoint["optimizer/0000"])
 
 
+def test_row_adagrad_carries_its_per_row_accumulators_by_entity_name(graphs, tmp_path):
+    base, full, _ = graphs
+    source = tmp_path / "source"
+    train(_cfg(base, optimizer="row-adagrad", epochs=1), source, verbose=0)
+    cfg = _cfg(full, optimizer="row-adagrad", init_from=str(source))
+    entities, relations, index = load_index(cfg.data)
+    plan = plan_growth(cfg, tmp_path / "grown", entities, relations, index)
+    from jobi_tf.growth import carry_over
+
+    model = build_model(index, cfg)
+    optimizer = make_optimizer(cfg)
+    optimizer.build(model.trainable_variables)
+    carry_over(plan, model, optimizer, "row-adagrad")
+    got = optimizer.variables[2].numpy()  # the entity table's accumulator: one float per row
+    stored = np.load(source / "checkpoint.npz")["optimizer/0002"]
+    assert got.shape == (len(entities),) and stored.ndim == 1
+    old = Vocab.load(source / "entities.txt")
+    for new_id, name in enumerate(entities.labels):
+        if name in old.labels:
+            assert got[new_id] == stored[int(np.flatnonzero(old.labels == name)[0])]
+        else:
+            assert got[new_id] == np.float32(optimizer.initial_accumulator_value)
+
+
 def test_an_epoch_visits_every_new_row_and_a_fresh_replay_draw_each_epoch(small_typed_index):
     n = len(small_typed_index.train)
     rng = np.random.default_rng(2)
