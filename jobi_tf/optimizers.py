@@ -227,9 +227,10 @@ class RowAdagrad(LazyAdagrad):
 
     Why: element-wise Adagrad keeps a second table as large as the entity table (1.9M rows of
     200 floats: 1.5 GB more); one float per row is 7.6 MB, and a step reads and writes one
-    accumulator per row it touches instead of a row's worth of them (a step at PyTorch-BigGraph's
-    work per positive on FB15k-237 took 1.18x less time, docs/performance.md). It is also what
-    PBG trains with, so a comparison with PBG can run the same optimizer on both sides.
+    accumulator per row it touches instead of a row's worth of them (at PyTorch-BigGraph's work per
+    positive on FB15k-237 the baseline trained 1.25x as many positives per second, JoBi 1.13x,
+    docs/performance.md). It is also what PBG trains with, so a comparison with PBG can run the
+    same optimizer on both sides.
 
     A row's update, its ids deduplicated and their gradients summed first (as PBG coalesces
     them): ``G_row += mean(g ** 2)`` over the row's components, then
