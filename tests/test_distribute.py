@@ -54,6 +54,8 @@ def _model(index, loss: str) -> JoBiModel:
         ("lazy-adam", 4, "sampled-softmax"),
         ("adagrad", 0, "sampled-softmax"),
         ("adagrad", 0, "full-softmax"),
+        ("row-adagrad", 0, "sampled-softmax"),
+        ("row-adagrad", 0, "full-softmax"),
     ],
 )
 def test_mirrored_step_with_two_replicas_equals_single_device_step(
