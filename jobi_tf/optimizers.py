@@ -56,6 +56,7 @@ __all__ = [
     "LazyAdagrad",
     "RowAdagrad",
     "LAZY_MIN_ROWS",
+    "OPTIMIZER_CLASSES",
     "choose_optimizer",
     "make_optimizer",
     "slot_floats",
@@ -292,6 +293,15 @@ class RowAdagrad(LazyAdagrad):
         return {**super().get_config(), "row_tables": list(self.row_tables)}
 
 
+#: The class behind each concrete ``--optimizer`` name (``auto`` is resolved by `choose_optimizer`).
+OPTIMIZER_CLASSES: dict[str, type[keras.optimizers.Optimizer]] = {
+    "adam": FusedAdam,
+    "lazy-adam": LazyAdam,
+    "adagrad": LazyAdagrad,
+    "row-adagrad": RowAdagrad,
+}
+
+
 def slot_floats(name: str, rows: int, width: int, entity_table: bool) -> int:
     """Floats of optimizer state a ``[rows, width]`` table costs under a concrete ``--optimizer``
     (what the memory guard counts before any table exists): two moments for Adam, one
@@ -316,14 +326,7 @@ def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimize
     handled correctly. ``row-adagrad`` is `RowAdagrad` (one accumulator per entity row,
     PyTorch-BigGraph's). ``adam`` is dense Adam, the paper's optimizer, as `FusedAdam`.
     """
-    if name == "adam":
-        return FusedAdam(learning_rate=learning_rate)
-    if name == "lazy-adam":
-        return LazyAdam(learning_rate=learning_rate)
-    if name == "adagrad":
-        return LazyAdagrad(learning_rate=learning_rate)
-    if name == "row-adagrad":
-        return RowAdagrad(learning_rate=learning_rate)
-    raise ValueError(
-        f"name must be 'adam', 'lazy-adam', 'adagrad' or 'row-adagrad' (resolve 'auto' first). Received: name={name!r}"
-    )
+    if name not in OPTIMIZER_CLASSES:
+        names = ", ".join(map(repr, OPTIMIZER_CLASSES))
+        raise ValueError(f"name must be one of {names} (resolve 'auto' first). Received: name={name!r}")
+    return OPTIMIZER_CLASSES[name](learning_rate=learning_rate)

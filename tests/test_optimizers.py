@@ -328,6 +328,14 @@ def test_auto_is_recorded_as_the_optimizer_it_chose(tmp_path):
     train(_cfg(1, "auto"), tmp_path / "run", verbose=0)
 
 
+def test_every_optimizer_flag_value_has_a_class():
+    """``--optimizer``'s choices (the config's list) and the classes behind them stay in step."""
+    from jobi_tf.config.fields import OPTIMIZERS
+    from jobi_tf.optimizers import OPTIMIZER_CLASSES
+
+    assert set(OPTIMIZERS) == {"auto", *OPTIMIZER_CLASSES}
+
+
 def test_optimizer_names_are_validated_and_built():
     with pytest.raises(ConfigError, match=r"--optimizer: must be one of auto, adam, lazy-adam, adagrad, row-adagrad"):
         TrainConfig(optimizer="sgd")
