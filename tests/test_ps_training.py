@@ -26,11 +26,13 @@ from jobi_tf.sharding import ShardedLazyAdam
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "ps_in_process.py"
 
 #: Validation MRR of the 2-worker asynchronous cluster against the same steps replayed on one
-#: device from the same initial tables (10 epochs of a 300-entity synthetic graph, MRR about
-#: 0.41). Measured: the cluster 0.024, 0.031 and 0.041 lower in three runs. Asynchronous steps
-#: interleave their updates, and two steps that update the same row's Adam moments at once
-#: keep only one of the updates; on this graph nearly every step touches every entity.
-MRR_TOLERANCE = 0.06
+#: device from the same initial tables (10 epochs of a 300-entity synthetic graph, single device
+#: 0.407). Asynchronous steps interleave their updates, and two steps that update the same row's
+#: Adam moments at once keep only one of the updates; on this graph nearly every step touches
+#: every entity, so the gap is random. Measured (one core): 0.019, 0.024, 0.026, 0.031, 0.032, 0.032,
+#: 0.041, 0.044, 0.046 and, once in CI, 0.069 (mean 0.036, sd 0.014); the bound sits about four
+#: sds above the mean, and the cluster must also have learned (untrained: about 0.02).
+MRR_TOLERANCE = 0.10
 
 
 def _run(tmp_path: Path, *args: str) -> dict:
@@ -44,7 +46,7 @@ def _run(tmp_path: Path, *args: str) -> dict:
 def test_a_cluster_of_two_ps_and_two_workers_reaches_the_single_device_validation_mrr(tmp_path):
     record = _run(tmp_path, "--workers", "2", "--ps", "2", "--epochs", "10")
     record.pop("stderr")
-    assert record["single_valid_mrr"] > 0.3  # both learned
+    assert record["single_valid_mrr"] > 0.3 and record["cluster_valid_mrr"] > 0.3  # both learned
     assert abs(record["cluster_valid_mrr"] - record["single_valid_mrr"]) <= MRR_TOLERANCE, record
     run = tmp_path / "cluster"
     for name in ("config.json", "checkpoint.npz", "best.weights.npz", "metrics.json"):
