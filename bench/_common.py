@@ -73,6 +73,15 @@ def emit(record: dict) -> None:
         sys.exit(1)
 
 
+def commit() -> str:
+    """The checkout's short commit hash ("unknown" outside a git checkout)."""
+    import subprocess
+
+    command = ["git", "rev-parse", "--short", "HEAD"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).parent, check=False)
+    return done.stdout.strip() or "unknown"
+
+
 def machine() -> dict:
     """The CPU a figure was measured on: model name, core count and the vector flags that
     change TensorFlow's speed (AVX2, AVX-512, bfloat16 dot products)."""

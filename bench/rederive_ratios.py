@@ -24,6 +24,9 @@ Understood files (by their ``bench`` field):
 * ``adagrad_update``: per table, the median of Keras's rounds / the median of the fused rounds.
 * ``slot_membership``: the per-row search's median sampler milliseconds / the shared search's.
 * ``big_epoch_ab``: the epoch seconds of before / after, before / baseline and after / baseline.
+* ``core_scaling``: per variant and round, the steps per second of one mode / another's; the median.
+* ``steps_per_execution``: per variant and round, the rate with N steps per call / with one, and
+  / PBG's; the median.
 
 Run:  python bench/rederive_ratios.py docs/results/speed/*.json
 Prints one JSON line per file: the ratios recomputed, the stored ones, and ``ok``.
@@ -39,6 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import big_epoch_ab  # noqa: E402
+import core_scaling  # noqa: E402
+import steps_per_execution  # noqa: E402
 
 
 def _rounds(windows: list[float], rounds: int) -> list[float]:
@@ -154,7 +159,19 @@ def epoch_ab(record: dict) -> dict[str, dict]:
     return {key: {"median": value} for key, value in big_epoch_ab.ratios(record["runs"]).items()}
 
 
+def core_scaling_ratios(record: dict) -> dict[str, dict]:
+    """The ratios `bench/core_scaling.py` writes, recomputed from the rates it kept."""
+    return core_scaling.ratios(record["rates"])
+
+
+def steps_per_execution_ratios(record: dict) -> dict[str, dict]:
+    """The ratios `bench/steps_per_execution.py` writes, recomputed from the rates it kept."""
+    return steps_per_execution.ratios(record["rates"], record["values"])
+
+
 DERIVE = {
+    "core_scaling": core_scaling_ratios,
+    "steps_per_execution": steps_per_execution_ratios,
     "slot_membership": slot_membership,
     "big_epoch_ab": epoch_ab,
     "allocator_ab": allocator_ab,
@@ -178,6 +195,8 @@ def stored(record: dict, key: str) -> dict:
         return {"median": record[key]}
     if record["bench"] == "big_epoch_ab":
         return {"median": record["ratios"][key]}
+    if record["bench"] in ("core_scaling", "steps_per_execution"):
+        return record["ratios"][key]
     if record["bench"] in ("allocator_ab", "predict_latency_versions", "head_scoring"):
         return record[key]
     if record["bench"] == "batch_queries_sizes":

@@ -84,6 +84,17 @@ class LoopState:
         return self.wait >= patience
 
 
+def steps_done(callback: keras.callbacks.Callback, batch: int) -> int:
+    """Steps a ``fit`` has run in its current epoch after the call that ended at ``batch``.
+
+    Why not count calls: with ``steps_per_execution`` N, Keras reports one batch end per N
+    steps, numbered by the call's last step (``N - 1``, ``2N - 1``, ...), and the epoch's last
+    call may run fewer than N; its number is capped at the epoch's steps.
+    """
+    total = (callback.params or {}).get("steps")
+    return min(batch + 1, total) if total else batch + 1
+
+
 class StopGuard(keras.callbacks.Callback):
     """Stops ``fit`` at the next batch boundary on SIGINT/SIGTERM or a NaN/Inf loss.
 
@@ -101,6 +112,7 @@ class StopGuard(keras.callbacks.Callback):
         self.steps = steps
         self.first = first
         self.epoch, self.step = first
+        self._start = first[1]
         self.signal: int | None = None  # set by the signal handler
         self.bad_loss: float | None = None
 
@@ -111,10 +123,10 @@ class StopGuard(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self.epoch = epoch
-        self.step = self.first[1] if epoch == self.first[0] else 0
+        self.step = self._start = self.first[1] if epoch == self.first[0] else 0
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self.step += 1
+        self.step = self._start + steps_done(self, batch)
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
             self.bad_loss = float(loss)
@@ -162,22 +174,25 @@ class Throughput(keras.callbacks.Callback):
     def __init__(self, batch_size: int) -> None:
         super().__init__()
         self.batch_size = batch_size
-        self._ends: list[float] = []
+        self._marks: list[tuple[int, float]] = []  # (steps done in this fit's epoch, time)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._ends = [time.perf_counter()]
+        self._marks = [(0, time.perf_counter())]
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self._ends.append(time.perf_counter())
+        self._marks.append((steps_done(self, batch), time.perf_counter()))
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        steps = len(self._ends) - 1
+        steps, end = self._marks[-1]
         if logs is None or steps < 1:
             return
-        seconds = self._ends[-1] - self._ends[0]
+        seconds = end - self._marks[0][1]
         per_window = max(1, self.WINDOW_POSITIVES // self.batch_size)
-        edges = self._ends[::per_window]
-        rates = [per_window * self.batch_size / (b - a) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        edges = [self._marks[0]]  # the first mark at or past each multiple of per_window steps
+        for count, when in self._marks[1:]:
+            if count // per_window > edges[-1][0] // per_window:
+                edges.append((count, when))
+        rates = [(b - a) * self.batch_size / (tb - ta) for (a, ta), (b, tb) in zip(edges[:-1], edges[1:], strict=True)]
         rates = rates[1:] if len(rates) > 1 else rates
         logs["epoch_seconds"] = seconds
         logs["positives_per_second"] = steps * self.batch_size / seconds
@@ -286,11 +301,17 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def __init__(self, every: int, run_dir: Path, state: LoopState, guard: StopGuard, write: bool) -> None:
         super().__init__()
         self.every, self.run_dir, self.state, self.guard, self.write = every, run_dir, state, guard, write
+        self._last = guard.step
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._last = self.guard.step  # runs after the guard's own on_epoch_begin
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         guard = self.guard
-        if guard.step % self.every or guard.step >= guard.steps or guard.cut_short:
+        crossed = guard.step // self.every > self._last // self.every  # N steps a call may jump one
+        if not crossed or guard.step >= guard.steps or guard.cut_short:
             return  # not yet; or the epoch's end and a stop, which save on their own
+        self._last = guard.step
         if self.write:
             self.state.epoch, self.state.step = guard.epoch, guard.step
             save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state.to_dict())

@@ -79,6 +79,10 @@ def check_config(cfg: RunConfig) -> None:
         )
     if cfg.train.init_from:
         raise ConfigError("init_from", "warm starts are not available with --strategy parameter-server")
+    if cfg.train.steps_per_execution > 1:
+        raise ConfigError(
+            "steps_per_execution", "has no effect with --strategy parameter-server (workers run one step per call)"
+        )
 
 
 def _cluster_spec(strategy: tf.distribute.Strategy) -> tf.train.ClusterSpec:

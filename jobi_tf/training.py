@@ -181,10 +181,22 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         if trainer is not None:
             trainer.fit(last_epoch, first_epoch, first_step, callbacks, verbose)
             return
+        if cfg.train.steps_per_execution > 1:
+            # One fit per epoch over that epoch's batches only: Keras runs a call's N steps
+            # from one iterator, and over an epoch boundary they would take the next epoch's.
+            for epoch in range(first_epoch, last_epoch):
+                fit_epochs(epoch, first_step if epoch == first_epoch else 0, epoch + 1, one_epoch=True)
+                if model.stop_training:
+                    return
+            return
+        fit_epochs(first_epoch, first_step, last_epoch, one_epoch=False)
+
+    def fit_epochs(first_epoch: int, first_step: int, last_epoch: int, one_epoch: bool) -> None:
         where = {"seed": cfg.seed, "initial_epoch": first_epoch, "initial_step": first_step, "epochs": last_epoch}
         reads = {f for o in model.objectives for f in o.features}
         dataset = regime.dataset(index, cfg, reads, rows=rows, **where)
-        rest_of_epoch = EndAfterOneEpoch() if first_step else None  # the progress bar counts to the run's epochs
+        ends_early = one_epoch or first_step  # the progress bar counts to the run's epochs
+        rest_of_epoch = EndAfterOneEpoch() if ends_early else None
         model.fit(
             dataset,
             epochs=cfg.train.epochs if rest_of_epoch else last_epoch,
@@ -222,7 +234,11 @@ def _build_or_restore(cfg, run_dir, index, strategy, growth):
         if trainer is None:
             model = build_model(index, cfg)
             optimizer = make_optimizer(cfg)
-            model.compile(optimizer=optimizer, jit_compile=_jit_compile(cfg, strategy))
+            model.compile(
+                optimizer=optimizer,
+                jit_compile=_jit_compile(cfg, strategy),
+                steps_per_execution=cfg.train.steps_per_execution,
+            )
             optimizer.build(model.trainable_variables)
         state = LoopState()
         if folder.checkpoint.exists():

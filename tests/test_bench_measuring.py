@@ -131,6 +131,8 @@ def test_every_step_cost_ratio_in_the_docs_raw_files_follows_from_its_rates(tmp_
         "replicas_speed",
         "head_scoring",
         "batch_queries_sizes",
+        "core_scaling",
+        "steps_per_execution",
     ],
 )
 def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_times(tmp_path, bench):
@@ -232,6 +234,39 @@ def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_time
 
         def tamper(r):
             r["value"]["mirrored_2_no_xla"] = 6.8
+    elif bench == "core_scaling":
+        modes = {"one_core": [50.0, 60.0], "both_cores": [75.0, 66.0], "two_threads": [90.0, 99.0]}
+        rates = {"baseline": modes, "jobi": {m: [r / 2 for r in v] for m, v in modes.items()}}
+        record = {"bench": bench, "rates": rates}
+        record["ratios"] = {
+            f"{v}/{top}_over_{bottom}": {"per_round": per_round, "median": (per_round[0] + per_round[1]) / 2}
+            for v in rates
+            for top, bottom, per_round in (
+                ("both_cores", "one_core", [1.5, 1.1]),
+                ("two_threads", "both_cores", [1.2, 1.5]),
+                ("two_threads", "one_core", [1.8, 1.65]),
+            )
+        }
+        key = "jobi/two_threads_over_both_cores"
+
+        def tamper(r):
+            r["ratios"][key]["per_round"][1] = 1.4
+    elif bench == "steps_per_execution":
+        rates = {"pbg": [80.0, 100.0], "baseline spe 1": [100.0, 120.0], "baseline spe 16": [120.0, 150.0]}
+        rates |= {"jobi spe 1": [50.0, 60.0], "jobi spe 16": [55.0, 63.0]}
+        record = {"bench": bench, "rates": rates, "values": [1, 16]}
+        record["ratios"] = {
+            "baseline/spe_1_over_pbg": {"per_round": [1.25, 1.2], "median": 1.225},
+            "baseline/spe_16_over_spe_1": {"per_round": [1.2, 1.25], "median": 1.225},
+            "baseline/spe_16_over_pbg": {"per_round": [1.5, 1.5], "median": 1.5},
+            "jobi/spe_1_over_pbg": {"per_round": [0.625, 0.6], "median": 0.6125},
+            "jobi/spe_16_over_spe_1": {"per_round": [1.1, 1.05], "median": 1.075},
+            "jobi/spe_16_over_pbg": {"per_round": [0.6875, 0.63], "median": 0.65875},
+        }
+        key = "baseline/spe_16_over_pbg"
+
+        def tamper(r):
+            r["ratios"][key]["median"] = 1.6
     elif bench == "predict_latency":
         record, key = {"bench": bench, "value": 1.448, "reference_ms": 0.86, "ratio": 1.68}, "ratio"
 

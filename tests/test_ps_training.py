@@ -131,6 +131,7 @@ def test_evaluation_reads_a_sharded_table_like_a_whole_one(small_typed_index):
         (dict(optimizer="adam"), "optimizer"),
         (dict(optimizer="row-adagrad"), "optimizer"),
         (dict(init_from="/some/run"), "init_from"),
+        (dict(optimizer="lazy-adam", steps_per_execution=8), "steps_per_execution"),
     ],
 )
 def test_what_sharded_tables_cannot_train_is_refused_naming_the_flag(train, flag):

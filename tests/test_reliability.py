@@ -304,3 +304,61 @@ def test_sigint_stops_a_grid_which_exits_and_resumes(tmp_path, straight):
     done = subprocess.run(grid, capture_output=True, text=True, env=_env(), timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert _final(tmp_path / "grid" / "seed-5") == straight
+
+
+def test_steps_per_execution_trains_the_same_steps_and_a_stop_resumes_at_a_call_boundary(tmp_path, monkeypatch, caplog):
+    """``--steps-per-execution 5`` on epochs of 12 steps (calls of 5, 5 and 2: an epoch's last
+    call does not run into the next epoch) trains exactly the batches of one step per call; a
+    signal in epoch 2 takes effect at the end of the call in flight (step 10), and the resumed
+    run ends like the uninterrupted one."""
+    from jobi_tf.training import StopGuard
+
+    straight = train(_cfg(batch_size=20, epochs=3), tmp_path / "straight", verbose=0).metrics
+    with caplog.at_level("INFO", logger="jobi_tf.callbacks"):
+        grouped = train(_cfg(batch_size=20, epochs=3, steps_per_execution=5), tmp_path / "grouped", verbose=0).metrics
+    counted = [int(r.getMessage().split()[2]) for r in caplog.records if " steps in " in r.getMessage()]
+    assert counted == [12, 12, 12]  # every epoch's steps, none borrowed from the next
+    for split in ("valid", "test"):
+        assert grouped[split]["mrr"] == pytest.approx(straight[split]["mrr"], abs=1e-6)
+
+    original = StopGuard.on_train_batch_end
+    seen = []
+
+    def signal_in_epoch_2(self, batch, logs=None):
+        original(self, batch, logs)
+        seen.append((self.epoch, self.step))
+        if (self.epoch, self.step) == (1, 5) and self.signal is None:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(StopGuard, "on_train_batch_end", signal_in_epoch_2)
+    cfg = _cfg(batch_size=20, epochs=3, steps_per_execution=5)
+    with pytest.raises(TrainingStopped, match=r"stopped by SIGINT at epoch 2, step 10; checkpoint written"):
+        train(cfg, tmp_path / "run", verbose=0)
+    assert seen == [(0, 5), (0, 10), (0, 12), (1, 5), (1, 10)]
+    monkeypatch.setattr(StopGuard, "on_train_batch_end", original)
+    state = load_checkpoint_state(tmp_path / "run" / "checkpoint.npz")
+    assert (state["epoch"], state["step"]) == (1, 10)
+    resumed = train(cfg, tmp_path / "run", verbose=0).metrics
+    assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3]
+    for split in ("valid", "test"):
+        assert resumed[split]["mrr"] == pytest.approx(straight[split]["mrr"], abs=1e-6)
+
+
+def test_periodic_checkpoints_are_taken_when_a_call_of_several_steps_passes_the_mark(tmp_path, caplog):
+    """With calls of 5 steps, ``--checkpoint-steps 4`` saves at the first call end past each
+    multiple of 4 inside an epoch of 12 (steps 5 and 10), recording the step reached."""
+    with caplog.at_level("INFO", logger="jobi_tf.callbacks"):
+        train(_cfg(batch_size=20, epochs=1, steps_per_execution=5, checkpoint_steps=4), tmp_path / "run", verbose=0)
+    written = [r.getMessage() for r in caplog.records if "checkpoint written" in r.getMessage()]
+    assert written == ["epoch 1, step 5: checkpoint written", "epoch 1, step 10: checkpoint written"]
+
+
+def test_steps_per_execution_below_one_is_a_one_line_error_naming_the_flag(tmp_path):
+    from click.testing import CliRunner
+    from jobi_tf.cli.main import main
+
+    args = ["train", "--dataset", "synthetic", "--steps-per-execution", "0", "--out", str(tmp_path)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0
+    assert "--steps-per-execution: must be an integer >= 1. Received: 0" in result.output
+    assert not any(tmp_path.iterdir())  # nothing written

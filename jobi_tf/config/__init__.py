@@ -113,6 +113,7 @@ class RunConfig:
         d["train"].pop("epochs")
         d["train"].pop("patience")
         d["train"].pop("checkpoint_steps")  # when to save, not what is trained
+        d["train"].pop("steps_per_execution")  # how steps are dispatched, not which
         return d
 
 

@@ -216,6 +216,12 @@ class TrainConfig:
             ``hits@10`` (the paper's) or ``mrr``/``hits@1``/``hits@3``. On FB15k-237 Hits@10
             keeps creeping up for epochs after MRR and Hits@1 have peaked.
         jit_compile: compile the train step with XLA (explicit, never Keras's "auto").
+        steps_per_execution: training steps per call of the compiled step (Keras's own
+            ``steps_per_execution``). Why: each call is a round trip through Python, the input
+            pipeline's hand-off and the callbacks, a few milliseconds that a sampled step of
+            10 ms feels (`docs/performance.md`); N > 1 runs N steps in one call. Epochs keep their
+            exact batches (each epoch is its own ``fit``, so a call never runs into the next
+            epoch); a stop by signal takes effect after the call's N steps.
         matmul_dtype: dtype of the products that score every entity in training
             (``full-softmax``, ``k-vs-all``): ``bfloat16`` casts the queries and the entity
             table to it for those products only (1.6x faster without XLA on a CPU with
@@ -278,6 +284,12 @@ class TrainConfig:
         "hits@10", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
     )
     jit_compile: bool = setting(True, "Compile the train step with XLA.", flag="jit")
+    steps_per_execution: int = setting(
+        1,
+        "Run N training steps per call of the compiled step: fewer Python round trips (faster sampled "
+        "steps); the progress bar and a stop by signal move N steps at a time.",
+        metavar="N",
+    )
     matmul_dtype: str = setting(
         "float32",
         "With --loss full-softmax or k-vs-all: dtype of the products that score every entity in training "
@@ -316,6 +328,7 @@ class TrainConfig:
         _positive_int("epochs", self.epochs)
         _positive_int("eval_every", self.eval_every)
         _positive_int("checkpoint_steps", self.checkpoint_steps, minimum=0)
+        _positive_int("steps_per_execution", self.steps_per_execution)
         _positive_int("patience", self.patience)
         _choice("monitor", self.monitor, MONITORS)
         _probability("replay", self.replay)
