@@ -73,6 +73,23 @@ def emit(record: dict) -> None:
         sys.exit(1)
 
 
+def provenance(script: str) -> dict:
+    """Where and when a figure was measured: the command, the machine and the cores this process
+    may use, TensorFlow's version, the date and the commit (every raw file carries these)."""
+    import datetime
+
+    import tensorflow as tf
+
+    return {
+        "command": f"python bench/{Path(script).name} " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "cpus_allowed": len(os.sched_getaffinity(0)),
+        "tf": tf.__version__,
+        "date": datetime.date.today().isoformat(),
+        "commit": commit(),
+    }
+
+
 def commit() -> str:
     """The checkout's short commit hash ("unknown" outside a git checkout)."""
     import subprocess

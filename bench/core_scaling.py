@@ -22,7 +22,6 @@ Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/core_scaling.py --rounds 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -34,7 +33,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import commit, data_dir, emit, machine  # noqa: E402
+from _common import data_dir, emit, provenance  # noqa: E402
 
 MODES = ("one_core", "both_cores", "two_threads")
 VARIANTS = ("baseline", "jobi")
@@ -148,8 +147,6 @@ def main() -> None:
                 if not result["finite_loss"]:
                     sys.exit(f"{variant} {mode}: the loss is not finite")
                 rates[variant][mode].append(result["steps_per_s"])
-    import tensorflow as tf
-
     emit(
         {
             "bench": "core_scaling",
@@ -160,12 +157,7 @@ def main() -> None:
             "seconds_per_measurement": args.seconds,
             "setting": SETTING,
             "sampler": "excluded: 40 batches drawn beforehand from the real sampler, reused in turn",
-            "command": "python bench/core_scaling.py " + " ".join(sys.argv[1:]),
-            "machine": machine(),
-            "cpus_allowed": len(os.sched_getaffinity(0)),
-            "tf": tf.__version__,
-            "date": datetime.date.today().isoformat(),
-            "commit": commit(),
+            **provenance(__file__),
         }
     )
 

@@ -18,7 +18,6 @@ Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/steps_per_execution.py --
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -29,7 +28,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import commit, data_dir, emit, machine  # noqa: E402
+from _common import data_dir, emit, provenance  # noqa: E402
 
 VARIANTS = {
     "baseline": {"joint": False, "p": 0.0, "biased_chunk": 0},
@@ -130,8 +129,6 @@ def main() -> None:
                 print(f"round {round_} {name}: {rates[name][-1]:,}/s", file=sys.stderr)
     if pbg:
         rates["pbg"] = [round(r) for r in pbg]
-    import tensorflow as tf
-
     emit(
         {
             "bench": "steps_per_execution",
@@ -144,12 +141,7 @@ def main() -> None:
             "epochs_per_run": args.epochs,
             "setting": {"common": COMMON, "variants": VARIANTS},
             "pbg": {"command": "peer_pbg.py --data-dir FB15k-237 --check 0 " + " ".join(PBG_ARGS)} if pbg else None,
-            "command": "python bench/steps_per_execution.py " + " ".join(sys.argv[1:]),
-            "machine": machine(),
-            "cpus_allowed": len(os.sched_getaffinity(0)),
-            "tf": tf.__version__,
-            "date": datetime.date.today().isoformat(),
-            "commit": commit(),
+            **provenance(__file__),
         }
     )
 
