@@ -25,7 +25,6 @@ import tensorflow as tf
 from jobi_tf import ps_training, regimes, summaries
 from jobi_tf.atomic import write_json_atomic
 from jobi_tf.callbacks import (
-    EndAfterOneEpoch,
     EvaluationCallback,
     LoopState,
     PeriodicCheckpoint,
@@ -41,6 +40,7 @@ from jobi_tf.data.vocab import Vocab
 from jobi_tf.distribute import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
 from jobi_tf.errors import ConfigError, TrainingStopped
 from jobi_tf.evaluation import FilteredEvaluator
+from jobi_tf.fitting import fit_what_is_left, keras_fit
 from jobi_tf.growth import carry_over, plan_growth
 from jobi_tf.loading import load_index
 from jobi_tf.models import JoBiModel
@@ -181,36 +181,15 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         if trainer is not None:
             trainer.fit(last_epoch, first_epoch, first_step, callbacks, verbose)
             return
-        if cfg.train.steps_per_execution > 1:
-            # One fit per epoch over that epoch's batches only: Keras runs a call's N steps
-            # from one iterator, and over an epoch boundary they would take the next epoch's.
-            for epoch in range(first_epoch, last_epoch):
-                fit_epochs(epoch, first_step if epoch == first_epoch else 0, epoch + 1, one_epoch=True)
-                if model.stop_training:
-                    return
-            return
-        fit_epochs(first_epoch, first_step, last_epoch, one_epoch=False)
-
-    def fit_epochs(first_epoch: int, first_step: int, last_epoch: int, one_epoch: bool) -> None:
-        where = {"seed": cfg.seed, "initial_epoch": first_epoch, "initial_step": first_step, "epochs": last_epoch}
         reads = {f for o in model.objectives for f in o.features}
-        dataset = regime.dataset(index, cfg, reads, rows=rows, **where)
-        ends_early = one_epoch or first_step  # the progress bar counts to the run's epochs
-        rest_of_epoch = EndAfterOneEpoch() if ends_early else None
-        model.fit(
-            dataset,
-            epochs=cfg.train.epochs if rest_of_epoch else last_epoch,
-            initial_epoch=first_epoch,
-            steps_per_epoch=steps - first_step,
-            callbacks=callbacks + [rest_of_epoch] if rest_of_epoch else callbacks,
-            shuffle=False,
-            verbose=verbose,
-        )
-        if rest_of_epoch:
-            model.stop_training = rest_of_epoch.asked
+
+        def batches(**where) -> tf.data.Dataset:
+            return regime.dataset(index, cfg, reads, rows=rows, seed=cfg.seed, **where)
+
+        keras_fit(model, batches, steps, cfg, callbacks, verbose, (first_epoch, first_step, last_epoch))
 
     with stop_on_signals(guard):
-        _fit_what_is_left(fit, model, guard, state, cfg, steps, announce=bool(verbose))
+        fit_what_is_left(fit, model, guard, state, cfg, steps, announce=bool(verbose))
     state.train_seconds = validation.elapsed()
     _raise_if_stopped(run_dir, model, state, guard, chief)
     if cfg.distribute.strategy == "multi-worker":
@@ -250,22 +229,6 @@ def _build_or_restore(cfg, run_dir, index, strategy, growth):
             carry_over(growth, model, optimizer, cfg.train.optimizer)
             state.warm_start = {"from": str(growth.source.path), **growth.summary()}
     return model, optimizer, trainer, state
-
-
-def _fit_what_is_left(fit, model, guard: StopGuard, state: LoopState, cfg: RunConfig, steps: int, announce: bool):
-    """The rest of an interrupted epoch (its own ``fit``), then the remaining epochs."""
-    patience = cfg.train.patience
-    if state.step and not state.stopped_early(patience):
-        resumed = state.epoch
-        if announce:
-            print(f"Resuming epoch {resumed + 1} after step {state.step} of {steps}", file=sys.stderr)
-        fit(resumed, state.step, resumed + 1)
-        if not (model.stop_training or guard.signal or guard.bad_loss is not None):
-            state.epoch, state.step = resumed + 1, 0  # (a validation may have set it already)
-            guard.first = (resumed + 1, 0)
-    stopped = model.stop_training or guard.signal is not None or guard.bad_loss is not None
-    if not stopped and state.epoch < cfg.train.epochs and not state.stopped_early(patience):
-        fit(state.epoch, 0, cfg.train.epochs)
 
 
 def _raise_if_stopped(run_dir: Path, model, state: LoopState, guard: StopGuard, chief: bool) -> None:

@@ -196,37 +196,29 @@ class TrainConfig:
         regularizer: a module of `jobi_tf.regularizers` (``l2``: normalised L2 norm of every
             row a batch uses, PyKEEN's; ``n3``: cubed moduli of the positive's head, relation
             and tail rows, Lacroix et al. 2018; ...).
-        relation_penalty: with ``n3``, the factor on the relation rows' terms (1 = as entity
-            rows). Why: on WN18RR (11 relations) the full penalty drives the relation rows to
-            zero, every score with them, and training stalls at a uniform softmax; 0 keeps it to
-            the entity rows, where it can be dodged by growing the relation rows, so a small
-            factor (0.02, `kbc-rp`'s there) regularises better (docs/results.md).
+        relation_penalty: with ``n3``, the factor on the relation rows' terms (1 = as entity rows).
+            Why: on WN18RR (11 relations) the full penalty drives the relation rows, and every score,
+            to zero: training stalls at a uniform softmax; 0 keeps it to the entity rows, dodged by
+            growing the relation rows, so a small factor (0.02, `kbc-rp`'s) regularises better.
         lr: learning rate.
         optimizer: ``adam`` (exact dense Adam, the paper's: `FusedAdam`), ``lazy-adam`` (updates only
-            the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense),
-            ``row-adagrad`` (one accumulator per entity row: `jobi_tf.optimizers.RowAdagrad`), or
-            ``auto``: dense Adam below `LAZY_MIN_ROWS` entities, lazy
-            above; a run records the optimizer ``auto`` chose.
+            the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), ``row-adagrad``
+            (one accumulator per entity row: `jobi_tf.optimizers.RowAdagrad`), or ``auto``: dense Adam
+            below `LAZY_MIN_ROWS` entities, lazy above; a run records the optimizer ``auto`` chose.
         epochs: upper bound; early stopping usually ends sooner.
         eval_every: validate (and checkpoint) every this many epochs.
         checkpoint_steps: also checkpoint every this many steps inside an epoch (0: never);
             what a crash can cost when one epoch takes hours (a Freebase-size graph).
         patience: stop after this many validations without a better ``monitor``.
-        monitor: the validation metric that picks the best weights and stops the run:
-            ``hits@10`` (the paper's) or ``mrr``/``hits@1``/``hits@3``. On FB15k-237 Hits@10
-            keeps creeping up for epochs after MRR and Hits@1 have peaked.
+        monitor: the validation metric that picks the best weights and stops the run: ``hits@10``
+            (the paper's) or ``mrr``/``hits@1``/``hits@3`` (on FB15k-237 Hits@10 creeps up for longer).
         jit_compile: compile the train step with XLA (explicit, never Keras's "auto").
-        steps_per_execution: training steps per call of the compiled step (Keras's own
-            ``steps_per_execution``). Why: each call is a round trip through Python, the input
-            pipeline's hand-off and the callbacks, a few milliseconds that a sampled step of
-            10 ms feels (`docs/performance.md`); N > 1 runs N steps in one call. Epochs keep their
-            exact batches (each epoch is its own ``fit``, so a call never runs into the next
-            epoch); a stop by signal takes effect after the call's N steps.
-        matmul_dtype: dtype of the products that score every entity in training
-            (``full-softmax``, ``k-vs-all``): ``bfloat16`` casts the queries and the entity
-            table to it for those products only (1.6x faster without XLA on a CPU with
-            AVX512-BF16, docs/performance.md; XLA's CPU dot gains nothing from it); tables,
-            optimizer, losses and evaluation stay float32.
+        steps_per_execution: steps per call of the compiled step (Keras's own). Why: a call's round
+            trip through Python, input pipeline and callbacks was a fifth of a sampled step
+            (docs/performance.md). Each epoch is its own ``fit``: no call takes the next's batches.
+        matmul_dtype: dtype of the products that score every entity in training (``full-softmax``,
+            ``k-vs-all``): ``bfloat16`` (1.6x faster without XLA with AVX512-BF16, docs/performance.md;
+            not under XLA) for those products only; tables, optimizer, losses, evaluation stay float32.
         init_from: a finished or stopped run folder whose weights (and optimizer state) start
             this run, matched by entity and relation name (`jobi_tf.growth`): the graph
             grew and only the new part needs training. None: fresh tables.
@@ -284,12 +276,7 @@ class TrainConfig:
         "hits@10", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
     )
     jit_compile: bool = setting(True, "Compile the train step with XLA.", flag="jit")
-    steps_per_execution: int = setting(
-        1,
-        "Run N training steps per call of the compiled step: fewer Python round trips (faster sampled "
-        "steps); the progress bar and a stop by signal move N steps at a time.",
-        metavar="N",
-    )
+    steps_per_execution: int = setting(1, "Steps per compiled call (faster; progress moves N at once).", metavar="N")
     matmul_dtype: str = setting(
         "float32",
         "With --loss full-softmax or k-vs-all: dtype of the products that score every entity in training "
