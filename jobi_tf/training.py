@@ -129,6 +129,8 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
         ps_training.check_config(cfg)
     regimes.check(cfg)
     _check_batch_splits(cfg, num_replicas(strategy))
+    if cfg.train.steps_per_execution > 1 and num_replicas(strategy) > 1:  # TensorFlow 2.21 fails in that loop
+        raise ConfigError("steps_per_execution", "must be 1 with several replicas (--strategy mirrored/multi-worker)")
     chief = is_chief(strategy)
     entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
     cfg = _resolve_optimizer(cfg, index.num_entities, sharded)

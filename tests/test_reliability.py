@@ -362,3 +362,14 @@ def test_steps_per_execution_below_one_is_a_one_line_error_naming_the_flag(tmp_p
     assert result.exit_code != 0
     assert "--steps-per-execution: must be an integer >= 1. Received: 0" in result.output
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_steps_per_execution_with_several_replicas_is_refused_before_anything_is_written(tmp_path):
+    """TensorFlow 2.21 fails inside Keras's multi-step loop under MirroredStrategy; the run says
+    so in one line, naming the flag, before it writes anything."""
+    command = [*COMMAND[:4], "--synthetic-entities", "300", "--strategy", "mirrored", "--logical-cpus", "2"]
+    command += ["--steps-per-execution", "8", "--out", str(tmp_path / "run")]
+    done = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=240)
+    assert done.returncode != 0
+    assert "--steps-per-execution: must be 1 with several replicas" in done.stderr
+    assert not (tmp_path / "run").exists()
