@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import statistics
 import sys
 from pathlib import Path
 
@@ -71,6 +72,11 @@ def emit(record: dict) -> None:
     print(json.dumps(record), flush=True)
     if not record.get("kernel_check", {}).get("ok", True):
         sys.exit(1)
+
+
+def ratio_entry(per_round: list[float]) -> dict:
+    """How a raw file stores a ratio taken within each round: the rounds' ratios and their median."""
+    return {"per_round": [round(x, 3) for x in per_round], "median": round(statistics.median(per_round), 3)}
 
 
 def provenance(script: str) -> dict:

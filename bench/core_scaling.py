@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -33,7 +32,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import data_dir, emit, provenance  # noqa: E402
+from _common import data_dir, emit, provenance, ratio_entry  # noqa: E402
 
 MODES = ("one_core", "both_cores", "two_threads")
 VARIANTS = ("baseline", "jobi")
@@ -117,10 +116,7 @@ def ratios(rates: dict[str, dict[str, list[float]]]) -> dict[str, dict]:
     for variant, by_mode in rates.items():
         for top, bottom in (("both_cores", "one_core"), ("two_threads", "both_cores"), ("two_threads", "one_core")):
             per_round = [a / b for a, b in zip(by_mode[top], by_mode[bottom], strict=True)]
-            out[f"{variant}/{top}_over_{bottom}"] = {
-                "per_round": [round(x, 3) for x in per_round],
-                "median": round(statistics.median(per_round), 3),
-            }
+            out[f"{variant}/{top}_over_{bottom}"] = ratio_entry(per_round)
     return out
 
 

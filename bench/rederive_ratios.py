@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import big_epoch_ab  # noqa: E402
 import core_scaling  # noqa: E402
 import steps_per_execution  # noqa: E402
+from _common import ratio_entry  # noqa: E402
 
 
 def _rounds(windows: list[float], rounds: int) -> list[float]:
@@ -54,10 +55,6 @@ def _rounds(windows: list[float], rounds: int) -> list[float]:
     return [statistics.median(windows[i * size : (i + 1) * size]) for i in range(rounds)]
 
 
-def _ratio_entry(per_round: list[float]) -> dict:
-    return {"per_round": [round(x, 3) for x in per_round], "median": round(statistics.median(per_round), 3)}
-
-
 def jobi_step_cost(record: dict) -> dict[str, dict]:
     """``setting/ratio-name -> {per_round, median}``, as the benchmark writes them."""
     rounds, out = record["rounds"], {}
@@ -66,12 +63,12 @@ def jobi_step_cost(record: dict) -> dict[str, dict]:
         for variant, per_round in rates.items():
             if variant != "baseline":
                 ratios = [b / j for b, j in zip(rates["baseline"], per_round, strict=True)]
-                out[f"{setting}/step_cost_{variant.replace(' ', '_')}_over_baseline"] = _ratio_entry(ratios)
+                out[f"{setting}/step_cost_{variant.replace(' ', '_')}_over_baseline"] = ratio_entry(ratios)
         pbg = entry.get("pytorch_biggraph")
         if pbg:
             for variant, per_round in rates.items():
                 ratios = [o / p for o, p in zip(per_round, pbg["positives_per_s"], strict=True)]
-                out[f"{setting}/{variant.replace(' ', '_')}_over_pbg"] = _ratio_entry(ratios)
+                out[f"{setting}/{variant.replace(' ', '_')}_over_pbg"] = ratio_entry(ratios)
     return out
 
 
@@ -95,7 +92,7 @@ def kbc_anchor(record: dict) -> dict[str, dict]:
             pairs.append(("float32", "bfloat16"))
         for slow, fast in pairs:
             ratios = [a / b for a, b in zip(seconds[slow], seconds[fast], strict=True)]
-            out[f"{setting}/{slow}_over_{fast}"] = _ratio_entry(ratios)
+            out[f"{setting}/{slow}_over_{fast}"] = ratio_entry(ratios)
     return out
 
 
@@ -113,12 +110,12 @@ def batch_queries_sizes(record: dict) -> dict[str, dict]:
 
 def predict_latency_versions(record: dict) -> dict[str, dict]:
     pairs = zip(record["version_1_ms"], record["version_2_ms"], strict=True)
-    return {"ratio_v2_over_v1": _ratio_entry([v2 / v1 for v1, v2 in pairs])}
+    return {"ratio_v2_over_v1": ratio_entry([v2 / v1 for v1, v2 in pairs])}
 
 
 def head_scoring(record: dict) -> dict[str, dict]:
     ms = record["rounds_ms"]
-    return {"ratio_two_heads_to_one": _ratio_entry([b / a for a, b in zip(ms["heads_1"], ms["heads_2"], strict=True)])}
+    return {"ratio_two_heads_to_one": ratio_entry([b / a for a, b in zip(ms["heads_1"], ms["heads_2"], strict=True)])}
 
 
 def replicas_speed(record: dict) -> dict[str, dict]:
@@ -146,7 +143,7 @@ def allocator_ab(record: dict) -> dict[str, dict]:
     runs = record["runs"]
     pairs = zip(runs["defaults"], runs["tensorflow_default_4k_pages"], strict=True)
     ratios = [b["wall_s"] / a["wall_s"] for a, b in pairs]
-    return {"wall_ratio": _ratio_entry(ratios)}
+    return {"wall_ratio": ratio_entry(ratios)}
 
 
 def slot_membership(record: dict) -> dict[str, dict]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import data_dir, emit, provenance  # noqa: E402
+from _common import data_dir, emit, provenance, ratio_entry  # noqa: E402
 
 VARIANTS = {
     "baseline": {"joint": False, "p": 0.0, "biased_chunk": 0},
@@ -76,18 +76,12 @@ def ratios(rates: dict[str, list[float]], values: list[int]) -> dict[str, dict]:
     out = {}
     for variant in VARIANTS:
         for value in values:
-            name = f"{variant} spe {value}"
-            pairs = {f"{variant}/spe_{value}_over_spe_1": rates[f"{variant} spe 1"]}
+            references = {"spe_1": rates[f"{variant} spe 1"]} if value != 1 else {}
             if rates.get("pbg"):
-                pairs[f"{variant}/spe_{value}_over_pbg"] = rates["pbg"]
-            for key, bottom in pairs.items():
-                if key.endswith("_over_spe_1") and value == 1:
-                    continue
-                per_round = [a / b for a, b in zip(rates[name], bottom, strict=True)]
-                out[key] = {
-                    "per_round": [round(x, 3) for x in per_round],
-                    "median": round(statistics.median(per_round), 3),
-                }
+                references["pbg"] = rates["pbg"]
+            for reference, bottom in references.items():
+                per_round = [a / b for a, b in zip(rates[f"{variant} spe {value}"], bottom, strict=True)]
+                out[f"{variant}/spe_{value}_over_{reference}"] = ratio_entry(per_round)
     return out
 
 

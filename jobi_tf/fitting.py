@@ -42,7 +42,7 @@ def keras_fit(model, batches, steps: int, cfg: RunConfig, callbacks: list, verbo
     else:
         fits = [span]
     for epoch, step, end in fits:
-        rest_of_epoch = EndAfterOneEpoch() if step or len(fits) > 1 or cfg.train.steps_per_execution > 1 else None
+        rest_of_epoch = EndAfterOneEpoch() if step or cfg.train.steps_per_execution > 1 else None
         model.fit(
             batches(initial_epoch=epoch, initial_step=step, epochs=end),
             epochs=cfg.train.epochs if rest_of_epoch else end,
