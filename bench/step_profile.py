@@ -93,7 +93,10 @@ def profile(
         batches = [next(batches) for _ in range(args.steps)]
         sampler_ms = 1000 * (time.perf_counter() - start) / args.steps
     keras.utils.set_random_seed(0)
-    model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=joint)
+    pair_every = args.pair_every if joint else 1
+    model = JoBiModel(
+        index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=joint, pair_every=pair_every
+    )
     model.compile(optimizer=make_optimizer(optimizer_name, 0.001), jit_compile=True)
     model(batches[0])  # build
     tables = [model.entity_embeddings, model.triple_relations] + ([model.pair_relations] if joint else [])
@@ -152,6 +155,7 @@ def main() -> None:
     parser.add_argument("--p", type=float, default=0.3)
     parser.add_argument("--shared-negatives", type=int, default=0)
     parser.add_argument("--biased-chunk", type=int, default=0)
+    parser.add_argument("--pair-every", type=int, default=1, help="the pair head on every N-th positive")
     parser.add_argument("--dataset", help="profile this dataset ($JOBI_TF_DATA_DIR/NAME) instead of synthetic sizes")
     parser.add_argument("--variants", nargs="+", default=["jobi"], choices=sorted(VARIANTS))
     parser.add_argument("--steps", type=int, default=20, help="distinct batches per pass")
@@ -194,6 +198,7 @@ def main() -> None:
                 },  # fmt: skip
                 "model": f"complex dim {args.dim}",
                 "biased_chunk": args.biased_chunk,
+                "pair_every": args.pair_every,
                 "batch_size": args.batch_size,
                 "neg": args.neg,
                 "shared_negatives": args.shared_negatives,

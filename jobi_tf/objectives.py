@@ -9,7 +9,9 @@ the auxiliary `RelationPrediction` live here, beside the base class.
 Objectives read candidate scores from a `ScoredBatch`, which computes each kind of score at
 most once per batch for every head at the same time (one product over the stacked triple and
 pair queries), so two heads cost one pass over the candidate rows; it also records the rows
-those scores used (`Factors`), which the regularizer (`jobi_tf.regularizers`) penalises.
+those scores used (`Factors`), which the regularizer (`jobi_tf.regularizers`) penalises. A
+head trained on every n-th positive only (JoBi's pair head with ``pair_every``) is scored
+apart, on those rows (`ScoredBatch.sampled_rows`).
 
 Losses are reduced as Keras losses are: averaged over the batch and divided by the number of
 replicas under ``tf.distribute``, which keeps gradients right under ``MirroredStrategy`` (a
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import keras
 import tensorflow as tf
 
-from jobi_tf.types import RELATION
+from jobi_tf.types import PAIR_HEAD, RELATION, TRIPLE_HEAD
 
 if TYPE_CHECKING:
     from jobi_tf.config import RunConfig
@@ -44,8 +46,6 @@ __all__ = [
 #: Logit given to a sampled candidate that is not a negative (it equals the positive).
 MASKED_LOGIT = -1e9
 
-TRIPLE_HEAD, PAIR_HEAD = 0, 1
-
 #: The training regimes an objective can name (`Objective.regime`; `jobi_tf.regimes` builds
 #: their batches): the positive against sampled negatives, every entity for both directions
 #: of each positive, every entity for batches of distinct training queries.
@@ -62,7 +62,9 @@ class ScoringModel(Protocol):
     entity_embeddings: Any
     triple_relations: Any
 
-    def queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]: ...
+    def queries(
+        self, triples: tf.Tensor, heads: tuple[int, ...] | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]: ...
 
     def entity_rows(self, ids: tf.Tensor) -> tf.Tensor: ...
 
@@ -94,20 +96,25 @@ class ScoredBatch:
     Args:
         model: the model whose tables and scorer score the batch.
         features: the sampler's feature dict (``triples`` and whatever the objectives read).
+        heads: the heads whose queries are stacked (default: the model's choice, every head
+            scored on every positive).
 
     Attributes:
-        head_q, tail_q: ``[B, S, W]`` queries of every head in use (S = 1 or 2: triple, pair).
-        rows: the positive's ``head``, ``tail``, ``relation`` rows (triple head) and, with
-            ``reciprocal``, ``inverse``.
+        head_q, tail_q: ``[B, S, W]`` queries of the stacked heads (S = 1 or 2: triple, pair).
+        rows: the positive's ``head``, ``tail``, ``relation`` rows (the first stacked head's)
+            and, with ``reciprocal``, ``inverse``.
     """
 
-    def __init__(self, model: ScoringModel, features: dict[str, tf.Tensor]) -> None:
+    def __init__(
+        self, model: ScoringModel, features: dict[str, tf.Tensor], heads: tuple[int, ...] | None = None
+    ) -> None:
         self.model = model
         self.features = features
-        self.head_q, self.tail_q, self.rows = model.queries(features["triples"])
+        self.head_q, self.tail_q, self.rows = model.queries(features["triples"], heads)
         self.relation_rows = [self.rows["relation"]]  # what the positive's scores used (`Factors`)
         self.candidate_rows: list[tf.Tensor] = []
         self._sampled: tf.Tensor | None = None
+        self._strided: dict[tuple[int, int], tf.Tensor] = {}
         self._all: tuple[tf.Tensor, tf.Tensor] | None = None
         self._query: tf.Tensor | None = None
 
@@ -117,6 +124,22 @@ class ScoredBatch:
         if self._sampled is None:
             self._sampled = self._score_sampled()
         return self._sampled
+
+    def sampled_rows(self, head: int, every: int) -> tf.Tensor:
+        """``[B / every, 1 + K]``: the scores `sampled` would give ``head`` on positives 0,
+        every, 2 every, ..., computed on those rows alone (``head`` is not stacked then).
+
+        Why: JoBi's second head doubles the per-positive work of a step (its queries, their
+        gradient, a second score of every candidate); trained on every n-th positive it costs
+        about 1/n of that. The rows keep their candidates: a chunk's shared ones stay the
+        chunk's, so ``every`` must divide each chunk's size (`jobi_tf.regimes` checks it).
+        The regularizer sees only the stacked heads' rows (`factors`).
+        """
+        key = (head, every)
+        if key not in self._strided:
+            strided = ScoredBatch(self.model, every_nth_positive(self.features, every), heads=(head,))
+            self._strided[key] = strided.sampled()[:, 0]
+        return self._strided[key]
 
     def all_entities(self) -> tuple[tf.Tensor, tf.Tensor]:
         """``([B, S, E], [B, S, E])``: every entity scored as the tail, then as the head."""
@@ -210,6 +233,18 @@ class ScoredBatch:
         return tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0))
 
 
+#: Sampler features with one row per chunk of positives, not per positive
+#: (`jobi_tf.negatives.NegativeSampler`).
+CHUNK_FEATURES = ("shared_candidates", "chunk_candidates")
+
+
+def every_nth_positive(features: dict[str, tf.Tensor], every: int) -> dict[str, tf.Tensor]:
+    """The features of positives 0, every, 2 every, ... of a sampled batch: per-positive
+    features strided, per-chunk ones (`CHUNK_FEATURES`) kept whole, so each kept positive
+    still reads its chunk's candidates when ``every`` divides the chunk size."""
+    return {k: v if k in CHUNK_FEATURES else v[::every] for k, v in features.items()}
+
+
 class Objective:
     """One head's objective: the features it reads, its logits and its loss.
 
@@ -266,15 +301,19 @@ class PairBCE(Objective):
 
     Args:
         regime: one of `REGIMES`: the triple head's, so both heads score the same candidates.
+        every: train on positives 0, every, 2 every, ... of each sampled batch only (1: all of
+            them, the paper's objective); a cheaper step (`ScoredBatch.sampled_rows`).
     """
 
     default_name = "pair"
 
-    def __init__(self, regime: str = SAMPLED, head: int = PAIR_HEAD, name: str | None = None) -> None:
+    def __init__(self, regime: str = SAMPLED, head: int = PAIR_HEAD, name: str | None = None, every: int = 1) -> None:
         if regime not in REGIMES:
             raise ValueError(f"regime must be one of {list(REGIMES)}. Received: regime={regime!r}")
+        if every < 1 or (every > 1 and regime != SAMPLED):
+            raise ValueError(f"every must be 1, or > 1 with sampled training only. Received: every={every!r}")
         super().__init__(head, name)
-        self.regime = regime
+        self.regime, self.every = regime, every
         self.features = {
             SAMPLED: ("pair_labels",),
             ONE_VS_ALL: ("pair_labels_tail", "pair_labels_head"),
@@ -284,6 +323,8 @@ class PairBCE(Objective):
 
     def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
         if self.regime == SAMPLED:
+            if self.every > 1:
+                return {self.name: batch.sampled_rows(self.head, self.every)}
             return {self.name: batch.sampled()[:, self.head]}
         if self.regime == K_VS_ALL:
             return {self.name: batch.query_scores()[:, self.head]}
@@ -297,8 +338,11 @@ class PairBCE(Objective):
             return self._loss(features["pair_labels_tail"], logits[f"{self.name}_tail"]) + self._loss(
                 features["pair_labels_head"], logits[f"{self.name}_head"]
             )
-        labels = tf.pad(features["pair_labels"], [[0, 0], [1, 0]], constant_values=1.0)
+        labels = tf.pad(features["pair_labels"][:: self.every], [[0, 0], [1, 0]], constant_values=1.0)
         return self._loss(labels, logits[self.name])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(regime={self.regime!r}, every={self.every}, name={self.name!r})"
 
 
 class RelationPrediction(Objective):

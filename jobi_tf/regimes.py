@@ -67,6 +67,7 @@ class Regime:
 
 class Sampled(Regime):
     name = SAMPLED
+    options = ("pair_every",)
 
     def dataset(self, index, cfg, reads, rows=None, **where):
         return make_train_dataset(index, cfg.sampler, pair_labels="pair_labels" in reads, rows=rows, **where)
@@ -76,6 +77,25 @@ class Sampled(Regime):
             # A softmax mixing head and tail corruptions would compare scores of two
             # different queries (forward and inverse relation) against one positive.
             raise ConfigError("reciprocal", f"needs --corrupt-side per-positive with --loss {cfg.train.loss}")
+        _check_pair_every(cfg)
+
+
+def _check_pair_every(cfg: RunConfig) -> None:
+    """The pair head's every n-th positive keeps its chunk's candidates only when n divides
+    every chunk (`jobi_tf.objectives.every_nth_positive`)."""
+    every = cfg.train.pair_every
+    if every == 1:
+        return
+    if not cfg.model.joint:
+        raise ConfigError("pair_every", "needs --joint (it thins the pair head's positives)")
+    chunks = {
+        "--batch-size": cfg.sampler.batch_size,
+        "--shared-negatives": cfg.sampler.shared_negatives,
+        "--biased-chunk": cfg.sampler.biased_chunk,
+    }
+    for flag, size in chunks.items():
+        if size and size % every:
+            raise ConfigError("pair_every", f"must divide {flag} {size}. Received: {every}")
 
 
 class _EveryEntity(Regime):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["HEAD", "RELATION", "TAIL", "SPLITS", "RANK_METRICS"]
+__all__ = ["HEAD", "RELATION", "TAIL", "TRIPLE_HEAD", "PAIR_HEAD", "SPLITS", "RANK_METRICS"]
 
 #: Column of each part of a triple in an ``(N, 3)`` array.
 HEAD, RELATION, TAIL = 0, 1, 2
+
+#: The heads of a JoBi model, in the order their queries are stacked.
+TRIPLE_HEAD, PAIR_HEAD = 0, 1
 
 #: The three splits of a benchmark, in the order they are read.
 SPLITS = ("train", "valid", "test")

@@ -86,8 +86,7 @@ class SamplerConfig:
             training heads/tails instead of all entities (0 = uniform negatives).
         shared_negatives: 0 for per-triple negatives (the paper's semantics); C > 0 shares
             the uniform negatives within chunks of C positives, which turns the scoring of
-            those negatives into a matmul. Biased negatives stay per triple unless
-            ``biased_chunk``.
+            those negatives into a matmul (biased ones too with ``biased_chunk``).
         corrupt_side: ``"per-negative"`` flips the head-or-tail coin for every negative, so
             one positive's softmax mixes head and tail corruptions; ``"per-positive"``
             flips it once per positive, so each softmax ranks the answers of one query
@@ -191,15 +190,16 @@ class TrainConfig:
         relation_prediction: weight of the auxiliary relation-prediction loss, a softmax over
             the relations for ``(h, ?, t)`` (Chen et al., 2021; 0 = off).
         alpha: weight of the pair loss (only with ``joint``).
+        pair_every: with ``joint``, the pair head trains on every n-th positive of a sampled batch
+            (1: all, the paper's objective); about 1/n of its cost (docs/performance.md).
         regularization: weight of the ``regularizer`` penalty (0 = none, the paper's setting;
             ``l2`` 0.01 is PyKEEN's ComplEx default).
         regularizer: a module of `jobi_tf.regularizers` (``l2``: normalised L2 norm of every
             row a batch uses, PyKEEN's; ``n3``: cubed moduli of the positive's head, relation
             and tail rows, Lacroix et al. 2018; ...).
         relation_penalty: with ``n3``, the factor on the relation rows' terms (1 = as entity rows).
-            Why: on WN18RR (11 relations) the full penalty drives the relation rows, and every score,
-            to zero: training stalls at a uniform softmax; 0 keeps it to the entity rows, dodged by
-            growing the relation rows, so a small factor (0.02, `kbc-rp`'s) regularises better.
+            Why: on WN18RR the full penalty drives every score to zero (training stalls), while 0
+            is dodged by growing the relation rows; a small factor (0.02, `kbc-rp`'s) works.
         lr: learning rate.
         optimizer: ``adam`` (exact dense Adam, the paper's: `FusedAdam`), ``lazy-adam`` (updates only
             the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), ``row-adagrad``
@@ -207,21 +207,17 @@ class TrainConfig:
             below `LAZY_MIN_ROWS` entities, lazy above; a run records the optimizer ``auto`` chose.
         epochs: upper bound; early stopping usually ends sooner.
         eval_every: validate (and checkpoint) every this many epochs.
-        checkpoint_steps: also checkpoint every this many steps inside an epoch (0: never);
-            what a crash can cost when one epoch takes hours (a Freebase-size graph).
+        checkpoint_steps: also checkpoint every this many steps inside an epoch (0: never).
         patience: stop after this many validations without a better ``monitor``.
         monitor: the validation metric that picks the best weights and stops the run: ``hits@10``
             (the paper's) or ``mrr``/``hits@1``/``hits@3`` (on FB15k-237 Hits@10 creeps up for longer).
         jit_compile: compile the train step with XLA (explicit, never Keras's "auto").
-        steps_per_execution: steps per call of the compiled step (Keras's own). Why: a call's round
-            trip through Python, input pipeline and callbacks was a fifth of a sampled step
-            (docs/performance.md). Each epoch is its own ``fit``: no call takes the next's batches.
+        steps_per_execution: steps per call of the compiled step (Keras's own): a call's round trip
+            was a fifth of a sampled step (docs/performance.md). Each epoch is its own ``fit``.
         matmul_dtype: dtype of the products that score every entity in training (``full-softmax``,
-            ``k-vs-all``): ``bfloat16`` (1.6x faster without XLA with AVX512-BF16, docs/performance.md;
-            not under XLA) for those products only; tables, optimizer, losses, evaluation stay float32.
-        init_from: a finished or stopped run folder whose weights (and optimizer state) start
-            this run, matched by entity and relation name (`jobi_tf.growth`): the graph
-            grew and only the new part needs training. None: fresh tables.
+            ``k-vs-all``; ``bfloat16`` for those products only: docs/performance.md).
+        init_from: a run folder whose weights (and optimizer state) start this run, matched by
+            entity and relation name (`jobi_tf.growth`); None: fresh tables.
         replay: with ``init_from``, the share of the source run's training triples each epoch
             visits again (drawn anew every epoch) beside all the new ones; 1 (the default) =
             all of them: on FB15k-237 any lower share cost old facts more than it saved.
@@ -246,6 +242,9 @@ class TrainConfig:
         metavar="W",
     )
     alpha: float = setting(0.5, "Weight of the pair loss.")
+    pair_every: int = setting(
+        1, "With --joint: train the pair head on every N-th positive of a batch (1 = all, the paper's).", metavar="N"
+    )
     regularization: float = setting(0.0, "Weight of the --regularizer penalty (PyKEEN's ComplEx default: l2 0.01).")
     regularizer: str = setting("l2", plugins.about("regularizer"), choices=REGULARIZERS)
     relation_penalty: float = setting(
@@ -307,6 +306,7 @@ class TrainConfig:
         _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
         _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPES)
         _positive_float("alpha", self.alpha, allow_zero=True)
+        _positive_int("pair_every", self.pair_every)
         _positive_float("regularization", self.regularization, allow_zero=True)
         _choice("regularizer", self.regularizer, REGULARIZERS)
         _positive_float("relation_penalty", self.relation_penalty, allow_zero=True)

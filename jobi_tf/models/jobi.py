@@ -25,7 +25,7 @@ from jobi_tf.models.tables import Queries, make_tables, rows
 from jobi_tf.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, ScoredBatch, replica_share
 from jobi_tf.regularizers import Regularizer
 from jobi_tf.sharding import ShardedTable
-from jobi_tf.types import HEAD, RELATION, TAIL
+from jobi_tf.types import HEAD, PAIR_HEAD, RELATION, TAIL, TRIPLE_HEAD
 
 __all__ = ["JoBiModel"]
 
@@ -42,47 +42,37 @@ class JoBiModel(DistributedModel):
         dim: components per part (ComplEx 200 = 200 real + 200 imaginary). Default 200.
         joint: add the pair head (JoBi). Default False (the baseline).
         alpha: weight of the pair loss. Default 0.5.
-        regularization: weight of the penalty named by ``regularizer``. Default 0 (the
-            paper uses none).
-        regularizer: a name of `jobi_tf.regularizers` (``"l2"``: the mean over the rows a
-            batch uses, negatives included, of ``||x|| / sqrt(width)``, PyKEEN's ComplEx
-            default; ``"n3"``: the cubed component moduli of the positive's head, relation
-            and tail rows, Lacroix et al. 2018) or a `jobi_tf.regularizers.Regularizer` of your
-            own (its config then holds ``regularizer=None``: pass it again to ``from_config``).
-        relation_penalty: with ``"n3"``, the factor on the relation rows' terms. Default 1;
-            0 penalises entity rows only; WN18RR needs a small one (see `jobi_tf.config.TrainConfig`).
+        pair_every: the pair head trains on every n-th positive of a sampled batch (1: all, the
+            paper's; 5 costs about a fifth of the pair head's work). Default 1.
+        regularization: weight of the ``regularizer`` penalty. Default 0 (the paper uses none).
+        regularizer: a name of `jobi_tf.regularizers` (``"l2"``, PyKEEN's ComplEx default;
+            ``"n3"``, Lacroix et al. 2018) or a `jobi_tf.regularizers.Regularizer` of your own
+            (its config then holds ``regularizer=None``: pass it again to ``from_config``).
+        relation_penalty: with ``"n3"``, the factor on the relation rows' terms (`jobi_tf.config.TrainConfig`).
         loss: the triple head's objective: a name of `jobi_tf.losses` (``"sampled-softmax"``,
             ``"full-softmax"``, ...) or an `jobi_tf.objectives.Objective` of your own (its
             config then holds ``loss=None``: pass it again to ``from_config``). The pair head
             trains `jobi_tf.objectives.PairBCE` over the same candidates.
         label_smoothing: ε of the targets of the losses that take it (``full-softmax``, ``k-vs-all``).
-        slot_weight: ``full-softmax`` only: how much more the entities of the asked slot
-            weigh in the training softmax (0 = off).
-        relation_prediction: weight of the auxiliary `jobi_tf.objectives.RelationPrediction`
-            loss (0: none; Chen et al. 2021 use 4 on FB15k-237).
+        slot_weight: ``full-softmax`` only: extra weight of the asked slot's entities (0 = off).
+        relation_prediction: weight of the auxiliary `jobi_tf.objectives.RelationPrediction` loss.
         matmul_dtype: ``"float32"`` (default) or ``"bfloat16"``: the dtype of the training
-            products that score every entity (`jobi_tf.objectives.ScoredBatch`); the tables
-            stay float32.
-        reciprocal: each relation table gets ``2 * num_relations`` rows, row ``r +
-            num_relations`` being ``r``'s inverse, and a head query ``(?, r, t)`` is scored
-            as the tail query ``(t, r⁻¹, ?)`` (Lacroix et al., 2018). Sampled softmax then
-            needs ``positive_corrupt_tail``: a softmax must rank the answers of one query.
+            products that score every entity (`jobi_tf.objectives.ScoredBatch`).
+        reciprocal: row ``r + num_relations`` of each relation table is ``r``'s inverse, and a
+            head query ``(?, r, t)`` is scored as the tail query ``(t, r⁻¹, ?)`` (Lacroix et
+            al., 2018); sampled softmax then needs ``positive_corrupt_tail``.
         table_shards: 0 (default): the tables are Keras weights. N > 0: each is a
-            `jobi_tf.sharding.ShardedTable` (the entity table in N row blocks, each relation
-            table in one), created inside a ``ParameterServerStrategy`` scope so the blocks
-            live on the parameter servers, and trained by `jobi_tf.ps_training`, not ``fit``.
-            Sampled softmax only (1-vs-all and relation prediction read whole tables). Not part
-            of the config: a sharded run's weights load into an unsharded model of the same config.
+            `jobi_tf.sharding.ShardedTable` (the entity table in N row blocks) on the parameter
+            servers of the ``ParameterServerStrategy`` scope, trained by `jobi_tf.ps_training`;
+            sampled softmax only. Not in the config: the weights load into an unsharded model.
         table_seed: the seed of the sharded tables' initial rows (`jobi_tf.sharding.glorot_blocks`).
 
     Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
-    sampled softmax, ``candidates [B, K_b]``, ``corrupt_tail [B, K_b]``, optional
-    ``shared_candidates [B / C, K_u]``, ``shared_corrupt_tail [B, K_u]``, optional
-    ``positive_corrupt_tail [B]`` (one side per positive: a faster path), ``valid_negative`` and
-    ``pair_labels [B, K]``.
+    sampled softmax, ``candidates``, ``corrupt_tail``, optional ``shared_candidates`` and
+    ``shared_corrupt_tail``, ``positive_corrupt_tail``, ``valid_negative``, ``pair_labels``.
 
     Output: a dict of logits: ``triple [B, 1 + K]`` (column 0 is the positive) and, with
-    ``joint``, ``pair [B, 1 + K]``; for full softmax ``triple_tail``/``triple_head``
+    ``joint``, ``pair [B / pair_every, 1 + K]``; for full softmax ``triple_tail``/``triple_head``
     ``[B, num_entities]`` (and ``pair_tail``/``pair_head``).
 
     >>> m = JoBiModel(num_entities=10, num_relations=3, model="distmult", dim=4)
@@ -110,6 +100,7 @@ class JoBiModel(DistributedModel):
         matmul_dtype: str = "float32",
         table_shards: int = 0,
         table_seed: int = 0,
+        pair_every: int = 1,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -123,7 +114,10 @@ class JoBiModel(DistributedModel):
         self.objective = losses.get(loss, label_smoothing=label_smoothing, slot_weight=slot_weight)
         self.loss_kind = losses.name_of(self.objective)
         # The pair head scores the same candidates as the triple head (its regime's).
-        self.pair_objective = PairBCE(regime=self.objective.regime) if joint else None
+        if pair_every < 1 or (pair_every > 1 and self.objective.regime != SAMPLED):
+            raise ValueError(f"pair_every must be >= 1, and 1 unless the loss is sampled. Received: {pair_every!r}")
+        self.pair_every = pair_every
+        self.pair_objective = PairBCE(regime=self.objective.regime, every=pair_every) if joint else None
         self.relation_objective = RelationPrediction() if relation_prediction else None
         self.penalty = regularizers.get(regularizer, relation_penalty=relation_penalty)
         self.regularization, self.relation_penalty = regularization, relation_penalty
@@ -187,6 +181,7 @@ class JoBiModel(DistributedModel):
             regularization=cfg.train.regularization,
             regularizer=cfg.train.regularizer,
             relation_penalty=cfg.train.relation_penalty,
+            pair_every=cfg.train.pair_every,
             init=cfg.model.init,
             reciprocal=cfg.model.reciprocal,
             name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
@@ -239,15 +234,22 @@ class JoBiModel(DistributedModel):
         return rows(self.entity_embeddings, ids)
 
     # -- training ------------------------------------------------------------------------
-    def queries(self, triples: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
-        """Head and tail queries of every head in use, stacked: ``[B, S, W]`` twice.
+    @property
+    def stacked_heads(self) -> tuple[int, ...]:
+        """The heads scored together on every positive (the pair head apart if ``pair_every > 1``)."""
+        return (TRIPLE_HEAD, PAIR_HEAD) if self.joint and self.pair_every == 1 else (TRIPLE_HEAD,)
 
-        S is 1 (triple head) or 2 (triple and pair heads). Also returns the positive's rows
-        ``head``, ``tail``, ``relation`` (triple head) and, with ``reciprocal``, ``inverse``
-        (for the score of the positive and the regularizer).
+    def queries(
+        self, triples: tf.Tensor, heads: tuple[int, ...] | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+        """Head and tail queries of ``heads`` (default `stacked_heads`), stacked: ``[B, S, W]`` twice.
+
+        Also returns the positive's rows ``head``, ``tail``, ``relation`` (the first head's)
+        and, with ``reciprocal``, ``inverse`` (for the score of the positive and the regularizer).
         """
         h, t = self.entity_rows(triples[:, HEAD]), self.entity_rows(triples[:, TAIL])
-        heads = [self.triple_queries] + ([self.pair_queries] if self.joint else [])
+        chosen = self.stacked_heads if heads is None else heads
+        heads = [self.pair_queries if i == PAIR_HEAD else self.triple_queries for i in chosen]
         relations = triples[:, RELATION]
         forward = [q.relation_rows(relations) for q in heads]
         tail_q = tf.stack([self.scorer.tail_query(h, r) for r in forward], axis=1)
@@ -365,6 +367,7 @@ class JoBiModel(DistributedModel):
             "relation_prediction": self.relation_prediction,
             "slot_weight": self.slot_weight,
             "matmul_dtype": self.matmul_dtype,
+            "pair_every": self.pair_every,
             "name": self.name,
         }
 

@@ -1,0 +1,151 @@
+"""``pair_every``: JoBi's pair head trained on every n-th positive of a sampled batch.
+
+The triple head's logits and loss must not move; the pair head's logits must be a NumPy
+reference's on rows 0, n, 2n, ... (each with its own and its chunks' candidates), its loss the
+binary cross-entropy over those rows, and the gradients those of L_tri + α·L_bi so defined.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from random_batches import sampled_batch
+
+from jobi_tf.config import RunConfig, with_settings
+from jobi_tf.errors import ConfigError
+from jobi_tf.models import JoBiModel
+from jobi_tf.regimes import check
+
+E, R = 12, 3
+
+
+def _chunked_batch(rng: np.random.Generator, b: int = 24, c: int = 12, c_b: int = 6) -> dict[str, np.ndarray]:
+    """A batch as the sampler gives it with ``--shared-negatives c --biased-chunk c_b`` and one
+    corrupted side per positive: 2 biased candidates per run of c_b, 3 uniform per chunk of c."""
+    triples = np.stack([rng.integers(E, size=b), rng.integers(R, size=b), rng.integers(E, size=b)], 1)
+    side = rng.random(b) < 0.5
+    return {
+        "triples": triples.astype(np.int32),
+        "chunk_candidates": rng.integers(E, size=(b // c_b, 2)).astype(np.int32),
+        "chunk_corrupt_tail": np.repeat(side[:, None], 2, 1),
+        "shared_candidates": rng.integers(E, size=(b // c, 3)).astype(np.int32),
+        "shared_corrupt_tail": np.repeat(side[:, None], 3, 1),
+        "positive_corrupt_tail": side,
+        "valid_negative": np.ones((b, 5), bool),
+        "pair_labels": (rng.random((b, 5)) < 0.5).astype(np.float32),
+    }
+
+
+def _numpy_pair_logits(model: JoBiModel, x: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """DistMult pair-head logits ``[len(rows), 1 + K]`` of the given rows, from the tables."""
+    ent, rel = model.entity_embeddings.numpy(), model.pair_relations.numpy()
+    out = []
+    for i in rows:
+        h, r, t = x["triples"][i]
+        if "candidates" in x:  # per triple, a side per candidate
+            cand, tail = x["candidates"][i], x["corrupt_tail"][i]
+        else:  # this row's run of biased candidates, then its chunk's uniform ones
+            c_b = len(x["triples"]) // len(x["chunk_candidates"])
+            c = len(x["triples"]) // len(x["shared_candidates"])
+            cand = np.concatenate([x["chunk_candidates"][i // c_b], x["shared_candidates"][i // c]])
+            tail = np.full(len(cand), x["positive_corrupt_tail"][i])
+        inverse = r + R if model.reciprocal else r
+        as_tail, as_head = ent[h] * rel[r], ent[t] * rel[inverse]
+        positive = as_tail @ ent[t] if not model.reciprocal or tail[0] else as_head @ ent[h]
+        scores = np.where(tail, ent[cand] @ as_tail, ent[cand] @ as_head)
+        out.append(np.concatenate([[positive], scores]))
+    return np.array(out)
+
+
+def _bce(labels: np.ndarray, logits: np.ndarray) -> float:
+    prob = 1 / (1 + np.exp(-logits))
+    return float(np.mean(-(labels * np.log(prob) + (1 - labels) * np.log(1 - prob))))
+
+
+LAYOUTS = {
+    "per-triple": (lambda rng: sampled_batch(rng, e=E, r=R, b=24, k=5), False),
+    "shared and biased chunks": (_chunked_batch, False),
+    "shared and biased chunks, reciprocal": (_chunked_batch, True),
+}
+
+
+@pytest.mark.parametrize("every", [2, 3])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_the_pair_head_of_every_nth_positive_matches_numpy(layout, every):
+    make, reciprocal = LAYOUTS[layout]
+    x = make(np.random.default_rng(every))
+    kw = dict(model="distmult", dim=4, joint=True, alpha=0.7, reciprocal=reciprocal)
+    full = JoBiModel(E, R, **kw)
+    thin = JoBiModel(E, R, pair_every=every, **kw)
+    thin.set_weights(full.get_weights())
+    out_full, out_thin = full(x), thin(x)
+    rows = np.arange(0, 24, every)
+    assert out_thin["pair"].shape == (len(rows), 6)
+    np.testing.assert_allclose(out_thin["pair"].numpy(), _numpy_pair_logits(thin, x, rows), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out_thin["triple"].numpy(), out_full["triple"].numpy())  # untouched
+    labels = np.concatenate([np.ones((len(rows), 1)), x["pair_labels"][rows]], 1)
+    l_bi = _bce(labels, out_thin["pair"].numpy())
+    terms = thin.loss_terms(x, out_thin)
+    np.testing.assert_allclose(float(terms["pair_loss"]), l_bi, rtol=1e-5)
+    np.testing.assert_allclose(float(terms["triple_loss"]), float(full.loss_terms(x, out_full)["triple_loss"]))
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_gradients_are_those_of_the_pair_loss_on_every_nth_positive(layout):
+    """The thinned model's gradients equal autodiff of L_tri + α·BCE over rows 0, 3, 6, ... of
+    the full model's pair logits: scoring those rows apart changes no gradient."""
+    make, reciprocal = LAYOUTS[layout]
+    x = make(np.random.default_rng(7))
+    kw = dict(model="complex", dim=3, joint=True, alpha=0.7, reciprocal=reciprocal)
+    full, thin = JoBiModel(E, R, **kw), JoBiModel(E, R, pair_every=3, **kw)
+    thin.set_weights(full.get_weights())
+    bce = tf.keras.losses.BinaryCrossentropy(from_logits=True)
+    with tf.GradientTape() as tape:
+        out = full(x)
+        labels = tf.pad(x["pair_labels"][::3], [[0, 0], [1, 0]], constant_values=1.0)
+        reference = full.loss_terms(x, out)["triple_loss"] + 0.7 * bce(labels, out["pair"][::3])
+    want = tape.gradient(reference, full.trainable_variables)
+    with tf.GradientTape() as tape:
+        loss = thin.compute_loss(x=x, y_pred=thin(x))
+    got = tape.gradient(loss, thin.trainable_variables)
+    np.testing.assert_allclose(float(loss), float(reference), rtol=1e-6)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(w).numpy(), atol=1e-6)
+
+
+def test_pair_every_round_trips_through_the_config():
+    model = JoBiModel(E, R, model="distmult", dim=4, joint=True, pair_every=4)
+    assert JoBiModel.from_config(model.get_config()).pair_every == 4
+
+
+def test_the_model_refuses_pair_every_outside_sampled_training():
+    with pytest.raises(ValueError, match="pair_every"):
+        JoBiModel(E, R, dim=4, joint=True, pair_every=2, loss="full-softmax")
+    with pytest.raises(ValueError, match="pair_every"):
+        JoBiModel(E, R, dim=4, joint=True, pair_every=0)
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"pair_every": 2}, "needs --joint"),
+        ({"joint": True, "pair_every": 3, "batch_size": 100}, "must divide --batch-size 100"),
+        (
+            {"joint": True, "pair_every": 4, "batch_size": 120, "shared_negatives": 60, "biased_chunk": 6},
+            "must divide --biased-chunk 6",
+        ),  # fmt: skip
+        ({"joint": True, "pair_every": 4, "batch_size": 120, "shared_negatives": 30}, "must divide --shared-negatives"),
+        ({"joint": True, "pair_every": 2, "loss": "full-softmax"}, "needs --loss"),
+        ({"joint": True, "pair_every": 0}, "must be an integer >= 1"),
+    ],
+)
+def test_bad_pair_every_is_refused_naming_the_flag(settings, says):
+    with pytest.raises(ConfigError, match="pair.every") as caught:
+        check(with_settings(RunConfig(), settings))
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_good_pair_every_passes_the_checks():
+    settings = {"joint": True, "pair_every": 5, "batch_size": 1000, "shared_negatives": 50, "biased_chunk": 10}
+    check(with_settings(RunConfig(), settings))
