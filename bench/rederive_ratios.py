@@ -163,7 +163,7 @@ def core_scaling_ratios(record: dict) -> dict[str, dict]:
 
 def steps_per_execution_ratios(record: dict) -> dict[str, dict]:
     """The ratios `bench/steps_per_execution.py` writes, recomputed from the rates it kept."""
-    return steps_per_execution.ratios(record["rates"], record["values"])
+    return steps_per_execution.ratios(record["rates"], record["values"], record["setting"]["variants"])
 
 
 DERIVE = {

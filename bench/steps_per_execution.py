@@ -5,14 +5,16 @@ Each round runs, one after another, a PBG epoch (``bench/peer_pbg.py``, the sett
 ``bench/jobi_step_cost.py``'s ``pbg`` setting: 2 Hogwild workers) and, for the baseline and JoBi
 at PBG's work per positive (FB15k-237, ComplEx 200, batch 1000, 100 negatives per positive shared
 in chunks of 50, reciprocal relations, ``row-adagrad`` 0.1; JoBi: pair head, p 0.3,
-``--biased-chunk 10``), one ``jobi_tf.training.train`` per ``--steps-per-execution`` value, each
-in its own process. A run's rate is the median, over its epochs after the first (where XLA
-compiles), of the epoch's ``positives_per_second_median`` (the training loop's own figure:
-75,000-positive windows, the first left out). Ratios are taken within a round; the median of
+``--biased-chunk 10``; ``--variants`` adds JoBi with ``--pair-every 5`` or ``10``), one
+``jobi_tf.training.train`` per ``--steps-per-execution`` value, each in its own process. A run's
+rate is the median, over its epochs after the first (where XLA compiles), of the epoch's
+``positives_per_second_median`` (the training loop's own figure: 75,000-positive windows, the
+first left out). Ratios are taken within a round; the median of
 rounds is reported. Prints one JSON line.
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/steps_per_execution.py --rounds 3 \\
           --values 1 16 64 --peer-python /path/to/pbgvenv/bin/python
+      ... --values 1 64 --variants baseline jobi "jobi pair-every 5" "jobi pair-every 10"
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import data_dir, emit, provenance, ratio_entry  # noqa: E402
 
 VARIANTS = {
-    "baseline": {"joint": False, "p": 0.0, "biased_chunk": 0},
-    "jobi": {"joint": True, "p": 0.3, "biased_chunk": 10},
+    "baseline": {"joint": False, "p": 0.0, "biased_chunk": 0, "pair_every": 1},
+    "jobi": {"joint": True, "p": 0.3, "biased_chunk": 10, "pair_every": 1},
+    "jobi pair-every 5": {"joint": True, "p": 0.3, "biased_chunk": 10, "pair_every": 5},
+    "jobi pair-every 10": {"joint": True, "p": 0.3, "biased_chunk": 10, "pair_every": 10},
 }
 #: PBG's work per positive on our side (``bench/jobi_step_cost.py``'s ``pbg`` setting).
 COMMON = {"batch_size": 1000, "neg": 100, "shared_negatives": 50, "reciprocal": True, "optimizer": "row-adagrad"}
@@ -63,6 +67,7 @@ def child(variant: str, value: int, epochs: int, folder: str) -> dict:
             optimizer=COMMON["optimizer"],
             jit_compile=True,
             steps_per_execution=value,
+            pair_every=v["pair_every"],
         ),
     )
     with tempfile.TemporaryDirectory(prefix="spe-") as run:
@@ -70,11 +75,11 @@ def child(variant: str, value: int, epochs: int, folder: str) -> dict:
     return {"epoch_rates": [h["positives_per_second_median"] for h in history]}
 
 
-def ratios(rates: dict[str, list[float]], values: list[int]) -> dict[str, dict]:
+def ratios(rates: dict[str, list[float]], values: list[int], variants) -> dict[str, dict]:
     """Per round: each variant's N steps per call over one (``{variant}/spe_N_over_spe_1``) and
     over PBG (``{variant}/spe_N_over_pbg``); the median of rounds."""
     out = {}
-    for variant in VARIANTS:
+    for variant in variants:
         for value in values:
             references = {"spe_1": rates[f"{variant} spe 1"]} if value != 1 else {}
             if rates.get("pbg"):
@@ -92,6 +97,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run; the first is left out")
     parser.add_argument("--values", type=int, nargs="+", default=[1, 16, 64], help="steps per execution (1 first)")
     parser.add_argument("--peer-python", help="python of a virtualenv with PyTorch-BigGraph")
+    parser.add_argument("--variants", nargs="+", default=["baseline", "jobi"], choices=list(VARIANTS))
     parser.add_argument("--child", nargs=2, metavar=("VARIANT", "VALUE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     folder = str(data_dir("fb15k-237", args.data_dir))
@@ -102,7 +108,7 @@ def main() -> None:
         sys.exit("--values must start with 1 (the reference) and --epochs must be at least 2")
     from jobi_step_cost import PBG_ARGS, pbg_epoch
 
-    rates: dict[str, list[float]] = {f"{v} spe {n}": [] for v in VARIANTS for n in args.values}
+    rates: dict[str, list[float]] = {f"{v} spe {n}": [] for v in args.variants for n in args.values}
     epoch_rates: dict[str, list[list[float]]] = {name: [] for name in rates}
     pbg = []
     scratch = Path(tempfile.mkdtemp(prefix="spe-pbg-"))
@@ -110,7 +116,7 @@ def main() -> None:
         if args.peer_python:
             pbg.append(pbg_epoch(args.peer_python, Path(folder), scratch / f"pbg-{round_}")["edges_per_s"])
             print(f"round {round_} PBG: {pbg[-1]:,.0f}/s", file=sys.stderr)
-        for variant in VARIANTS:
+        for variant in args.variants:
             for value in args.values:
                 command = [sys.executable, __file__, "--data-dir", folder, "--epochs", str(args.epochs)]
                 done = subprocess.run(command + ["--child", variant, str(value)], capture_output=True, text=True)
@@ -129,11 +135,11 @@ def main() -> None:
             "metric": "positives per second: per run, the median over epochs 2.. of the epoch's window median",
             "rates": rates,
             "values": args.values,
-            "ratios": ratios(rates, args.values),
+            "ratios": ratios(rates, args.values, args.variants),
             "epoch_rates": epoch_rates,
             "rounds": args.rounds,
             "epochs_per_run": args.epochs,
-            "setting": {"common": COMMON, "variants": VARIANTS},
+            "setting": {"common": COMMON, "variants": {v: VARIANTS[v] for v in args.variants}},
             "pbg": {"command": "peer_pbg.py --data-dir FB15k-237 --check 0 " + " ".join(PBG_ARGS)} if pbg else None,
             **provenance(__file__),
         }

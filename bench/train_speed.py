@@ -73,6 +73,7 @@ def ours(
     reciprocal=False,
     optimizer="auto",
     lr=0.001,
+    pair_every=1,
 ) -> tuple[list[float], Usage]:
     """Window rates of the real pipeline over ``epochs`` full epochs, and the CPU usage of the ``fit``.
 
@@ -88,7 +89,13 @@ def ours(
     )
     ds = make_train_dataset(index, cfg, seed=seed, pair_labels=joint)
     model = JoBiModel(
-        index.num_entities, index.num_relations, model="complex", dim=dim, joint=joint, reciprocal=reciprocal
+        index.num_entities,
+        index.num_relations,
+        model="complex",
+        dim=dim,
+        joint=joint,
+        reciprocal=reciprocal,
+        pair_every=pair_every,
     )
     model.compile(optimizer=make_optimizer(choose_optimizer(optimizer, index.num_entities), lr), jit_compile=True)
     clock = BatchClock()

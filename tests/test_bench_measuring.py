@@ -254,7 +254,12 @@ def test_the_anchor_adagrad_and_evaluation_ratios_are_recomputed_from_their_time
     elif bench == "steps_per_execution":
         rates = {"pbg": [80.0, 100.0], "baseline spe 1": [100.0, 120.0], "baseline spe 16": [120.0, 150.0]}
         rates |= {"jobi spe 1": [50.0, 60.0], "jobi spe 16": [55.0, 63.0]}
-        record = {"bench": bench, "rates": rates, "values": [1, 16]}
+        record = {
+            "bench": bench,
+            "rates": rates,
+            "values": [1, 16],
+            "setting": {"variants": {"baseline": {}, "jobi": {}}},
+        }
         record["ratios"] = {
             "baseline/spe_1_over_pbg": {"per_round": [1.25, 1.2], "median": 1.225},
             "baseline/spe_16_over_spe_1": {"per_round": [1.2, 1.25], "median": 1.225},
