@@ -166,8 +166,7 @@ def main() -> None:
             "dataset": "fb15k-237",
             "settings": {
                 s: {
-                    v: dict(zip(FIELDS, c[:5], strict=True)) | (c[5] if len(c) > 5 else {})
-                    for v, c in variants.items()
+                    v: dict(zip(FIELDS, c[:5], strict=True)) | (c[5] if len(c) > 5 else {}) for v, c in variants.items()
                 }
                 for s, variants in settings.items()
             },
