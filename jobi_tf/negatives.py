@@ -136,15 +136,25 @@ class NegativeSampler:
             inspecting the sampler; training does not read it, so it is left out by default.
         pair_labels: return the candidates' ``pair_labels`` (JoBi's pair head reads them);
             False for a model without a pair head, which would only pay for the lookups.
+        pair_every: the pair labels of positives 0, n, 2n, ... only: those a pair head with
+            ``pair_every=n`` trains on (n must divide the batch and each chunk).
     """
 
     def __init__(
-        self, index: KGIndex, cfg: SamplerConfig, seed: int = 0, *, provenance: bool = False, pair_labels: bool = True
+        self,
+        index: KGIndex,
+        cfg: SamplerConfig,
+        seed: int = 0,
+        *,
+        provenance: bool = False,
+        pair_labels: bool = True,
+        pair_every: int = 1,
     ) -> None:
         self.cfg = cfg
         self.seed = int(seed)
         self.provenance = provenance
         self.with_pair_labels = pair_labels
+        self.pair_every = pair_every
         self.num_entities = index.num_entities
         tails, heads = index.train_tails, index.train_heads
         # One flat pool: tails first, then heads, so a single gather serves both sides.
@@ -241,7 +251,8 @@ class NegativeSampler:
             ``K_u`` are shared by each chunk of C positives: ``shared_candidates`` and
             ``[B / C, K_u]`` and ``shared_corrupt_tail`` ``[B, K_u]`` (per positive, since
             the side may be per positive); ``pair_labels`` and ``valid_negative`` are
-            ``[B, K_b + K_u]`` in that order. With ``biased_chunk`` C_b the batch comes back
+            ``[B, K_b + K_u]`` in that order (``pair_labels`` has ``B / pair_every`` rows: the
+            pair head's positives). With ``biased_chunk`` C_b the batch comes back
             sorted by relation and corrupted side, and the ``K_b`` biased negatives are shared
             by each run of C_b positives (see `_chunk_biased`): ``chunk_candidates``
             ``[B / C_b, K_b]`` and ``chunk_corrupt_tail`` ``[B, K_b]`` replace the per-triple
@@ -275,7 +286,8 @@ class NegativeSampler:
         label_side = own["corrupt_tail"] if side is None else side  # [B, 1] when per positive
         out["valid_negative"] = self._differs(triples, own["candidates"], label_side)
         if self.with_pair_labels:
-            out["pair_labels"] = self.pair_labels(rel, own["candidates"], label_side)
+            n = self.pair_every
+            out["pair_labels"] = self.pair_labels(rel[::n], own["candidates"][::n], label_side[::n])
         if side is not None:
             out["positive_corrupt_tail"] = side[:, 0]
         return out
@@ -316,12 +328,15 @@ class NegativeSampler:
         label_side = side if side is not None else tf.concat([own_tail, shared_tail], axis=1)
         out["valid_negative"] = self._differs(triples, cand, label_side)
         if self.with_pair_labels:
+            # The rows of the pair head's positives only (every n-th; n divides every chunk).
+            n = self.pair_every
             own_side, shared_side = (side, side) if side is not None else (own_tail, shared_tail)
+            rel, own_side, shared_side = rel[::n], own_side[::n], shared_side[::n]
             if cfg.biased_chunk:
-                own = self._slots.contains_shared(rel, out["chunk_candidates"], own_side, cfg.biased_chunk)
+                own = self._slots.contains_shared(rel, out["chunk_candidates"], own_side, cfg.biased_chunk // n)
             else:
-                own = self._slots.contains(rel, own_cand, own_side)
-            found = [own, self._slots.contains_shared(rel, shared["candidates"], shared_side, c)]
+                own = self._slots.contains(rel, own_cand[::n], own_side)
+            found = [own, self._slots.contains_shared(rel, shared["candidates"], shared_side, c // n)]
             out["pair_labels"] = tf.cast(tf.concat(found, axis=1), tf.float32)
         if side is not None:
             out["positive_corrupt_tail"] = side[:, 0]

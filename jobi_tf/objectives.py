@@ -239,10 +239,11 @@ CHUNK_FEATURES = ("shared_candidates", "chunk_candidates")
 
 
 def every_nth_positive(features: dict[str, tf.Tensor], every: int) -> dict[str, tf.Tensor]:
-    """The features of positives 0, every, 2 every, ... of a sampled batch: per-positive
+    """What scoring reads of positives 0, every, 2 every, ... of a sampled batch: per-positive
     features strided, per-chunk ones (`CHUNK_FEATURES`) kept whole, so each kept positive
-    still reads its chunk's candidates when ``every`` divides the chunk size."""
-    return {k: v if k in CHUNK_FEATURES else v[::every] for k, v in features.items()}
+    still reads its chunk's candidates when ``every`` divides the chunk size (``pair_labels``,
+    drawn for those positives only, is left out: scores do not read labels)."""
+    return {k: v if k in CHUNK_FEATURES else v[::every] for k, v in features.items() if k != "pair_labels"}
 
 
 class Objective:
@@ -302,7 +303,9 @@ class PairBCE(Objective):
     Args:
         regime: one of `REGIMES`: the triple head's, so both heads score the same candidates.
         every: train on positives 0, every, 2 every, ... of each sampled batch only (1: all of
-            them, the paper's objective); a cheaper step (`ScoredBatch.sampled_rows`).
+            them, the paper's objective); a cheaper step (`ScoredBatch.sampled_rows`). The
+            batch's ``pair_labels`` then hold those positives' rows only (the sampler's
+            ``pair_every``).
     """
 
     default_name = "pair"
@@ -338,8 +341,13 @@ class PairBCE(Objective):
             return self._loss(features["pair_labels_tail"], logits[f"{self.name}_tail"]) + self._loss(
                 features["pair_labels_head"], logits[f"{self.name}_head"]
             )
-        labels = tf.pad(features["pair_labels"][:: self.every], [[0, 0], [1, 0]], constant_values=1.0)
-        return self._loss(labels, logits[self.name])
+        labels, scores = features["pair_labels"], logits[self.name]
+        if labels.shape[0] is not None and scores.shape[0] is not None and labels.shape[0] != scores.shape[0]:
+            raise ValueError(
+                f"pair_labels has {labels.shape[0]} rows for the pair head's {scores.shape[0]} positives (every "
+                f"{self.every}): build the batches with make_train_dataset(..., pair_every={self.every})"
+            )
+        return self._loss(tf.pad(labels, [[0, 0], [1, 0]], constant_values=1.0), scores)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(regime={self.regime!r}, every={self.every}, name={self.name!r})"

@@ -149,7 +149,13 @@ class ShardedTrainer:
         (12 KB at batch 1000): no worker holds the training set."""
         model = self.model
         read = {f for o in model.objectives for f in o.features}
-        sampler = NegativeSampler(self.index, self.cfg.sampler, self.cfg.seed, pair_labels="pair_labels" in read)
+        sampler = NegativeSampler(
+            self.index,
+            self.cfg.sampler,
+            self.cfg.seed,
+            pair_labels="pair_labels" in read,
+            pair_every=self.cfg.train.pair_every,
+        )
         features = sampler(triples, step)
         tables = model.sharded_tables
         with tf.GradientTape() as tape:

@@ -70,7 +70,8 @@ class Sampled(Regime):
     options = ("pair_every",)
 
     def dataset(self, index, cfg, reads, rows=None, **where):
-        return make_train_dataset(index, cfg.sampler, pair_labels="pair_labels" in reads, rows=rows, **where)
+        labels = {"pair_labels": "pair_labels" in reads, "pair_every": cfg.train.pair_every}
+        return make_train_dataset(index, cfg.sampler, rows=rows, **labels, **where)
 
     def check(self, cfg):
         if cfg.model.reciprocal and cfg.sampler.corrupt_side != "per-positive":

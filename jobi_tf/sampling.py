@@ -117,6 +117,7 @@ def make_train_dataset(
     slot_rows: bool = False,
     rows: EpochRows | None = None,
     pair_labels: bool = True,
+    pair_every: int = 1,
 ) -> tf.data.Dataset:
     """An endless-enough dataset of feature dicts, starting at ``initial_epoch``.
 
@@ -136,6 +137,8 @@ def make_train_dataset(
         rows: the training triples each epoch visits (default: all of them).
         pair_labels: sampled batches carry the candidates' pair labels (False: a model with
             no pair head does not read them).
+        pair_every: the pair labels of every n-th positive only (a pair head trained with
+            ``pair_every=n`` reads no others).
 
     Returns:
         ``tf.data.Dataset`` of dicts (see `NegativeSampler.__call__`), ``steps_per_epoch``
@@ -144,7 +147,7 @@ def make_train_dataset(
     batch = cfg.batch_size
     steps = steps_per_epoch(index, batch, rows)
     train = tf.constant(index.train, tf.int32)
-    sampler = NegativeSampler(index, cfg, seed, pair_labels=pair_labels)
+    sampler = NegativeSampler(index, cfg, seed, pair_labels=pair_labels, pair_every=pair_every)
     visit = _epoch_pool(len(index.train), seed, rows)
 
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:

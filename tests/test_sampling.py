@@ -570,3 +570,30 @@ def test_the_training_stream_runs_without_tf_data_autotuning(small_typed_index):
     it = iter(ds)
     next(it)
     del it  # freed at once (no autotuner thread to wait for)
+
+
+@pytest.mark.parametrize("dense_bytes", [negatives.DENSE_MEMBERSHIP_BYTES, 0])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SamplerConfig(batch_size=32, neg=10, p=0.3, corrupt_side="per-negative"),
+        SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8),
+        SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, corrupt_side="per-negative"),
+        SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=16, biased_chunk=4),
+    ],
+    ids=["per-triple", "shared", "shared per-negative", "biased chunk"],
+)
+def test_pair_every_draws_the_pair_labels_of_every_nth_positive_only(small_typed_index, cfg, dense_bytes):
+    """The same batch, its pair labels only for rows 0, 4, 8, ...: those rows' labels of a sampler
+    that draws them all, and the NumPy reference's."""
+    every = NegativeSampler(small_typed_index, cfg, seed=3)
+    fourth = NegativeSampler(small_typed_index, cfg, seed=3, pair_every=4)
+    for sampler in (every, fourth):
+        sampler._slots = negatives.SlotMembership(small_typed_index, dense_bytes=dense_bytes)
+    triples, step = tf.constant(_batch(small_typed_index, 32)), tf.constant(5, tf.int64)
+    a, b = _np(every(triples, step)), _np(fourth(triples, step))
+    assert b["pair_labels"].shape == (8, 10)
+    np.testing.assert_array_equal(b["pair_labels"], a.pop("pair_labels")[::4])
+    b.pop("pair_labels")
+    _assert_same_features(a, b)
+    assert 0 < a["valid_negative"].mean() <= 1

@@ -79,14 +79,15 @@ def test_the_pair_head_of_every_nth_positive_matches_numpy(layout, every):
     full = JoBiModel(E, R, **kw)
     thin = JoBiModel(E, R, pair_every=every, **kw)
     thin.set_weights(full.get_weights())
-    out_full, out_thin = full(x), thin(x)
     rows = np.arange(0, 24, every)
+    thinned = {**x, "pair_labels": x["pair_labels"][rows]}  # as the sampler draws them
+    out_full, out_thin = full(x), thin(thinned)
     assert out_thin["pair"].shape == (len(rows), 6)
     np.testing.assert_allclose(out_thin["pair"].numpy(), _numpy_pair_logits(thin, x, rows), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(out_thin["triple"].numpy(), out_full["triple"].numpy())  # untouched
     labels = np.concatenate([np.ones((len(rows), 1)), x["pair_labels"][rows]], 1)
     l_bi = _bce(labels, out_thin["pair"].numpy())
-    terms = thin.loss_terms(x, out_thin)
+    terms = thin.loss_terms(thinned, out_thin)
     np.testing.assert_allclose(float(terms["pair_loss"]), l_bi, rtol=1e-5)
     np.testing.assert_allclose(float(terms["triple_loss"]), float(full.loss_terms(x, out_full)["triple_loss"]))
 
@@ -106,8 +107,9 @@ def test_gradients_are_those_of_the_pair_loss_on_every_nth_positive(layout):
         labels = tf.pad(x["pair_labels"][::3], [[0, 0], [1, 0]], constant_values=1.0)
         reference = full.loss_terms(x, out)["triple_loss"] + 0.7 * bce(labels, out["pair"][::3])
     want = tape.gradient(reference, full.trainable_variables)
+    thinned = {**x, "pair_labels": x["pair_labels"][::3]}  # as the sampler draws them
     with tf.GradientTape() as tape:
-        loss = thin.compute_loss(x=x, y_pred=thin(x))
+        loss = thin.compute_loss(x=thinned, y_pred=thin(thinned))
     got = tape.gradient(loss, thin.trainable_variables)
     np.testing.assert_allclose(float(loss), float(reference), rtol=1e-6)
     for g, w in zip(got, want, strict=True):
@@ -149,3 +151,10 @@ def test_bad_pair_every_is_refused_naming_the_flag(settings, says):
 def test_a_good_pair_every_passes_the_checks():
     settings = {"joint": True, "pair_every": 5, "batch_size": 1000, "shared_negatives": 50, "biased_chunk": 10}
     check(with_settings(RunConfig(), settings))
+
+
+def test_labels_of_every_positive_are_refused_in_one_line_naming_the_fix():
+    x = sampled_batch(np.random.default_rng(0), e=E, r=R, b=24, k=5)  # labels of all 24 rows
+    model = JoBiModel(E, R, model="distmult", dim=4, joint=True, pair_every=3)
+    with pytest.raises(ValueError, match=r"pair_labels has 24 rows .* make_train_dataset\(\.\.\., pair_every=3\)"):
+        model.compute_loss(x=x, y_pred=model(x))
