@@ -7,7 +7,7 @@ gradients (queries and rows), one XLA-compiled function per S, interleaved round
 
 Steps:
 1. Random ``queries [1, B, S, W]``, ``rows [1, K, W]`` and an upstream gradient, for S = 1 and 2
-   (the einsum `jobi_tf.objectives.ScoredBatch` uses for shared candidates).
+   (the einsum `jobi_tf.scored_batch.ScoredBatch` uses for shared candidates).
 2. ``--rounds`` rounds; in each, ``--calls`` calls of each function in turn, milliseconds per call.
 3. Print one JSON line: per-S median milliseconds, the FLOP rate (``3 x 2·B·S·K·W``: the
    product and its two gradients) and the S=2 / S=1 time ratio (median of rounds).

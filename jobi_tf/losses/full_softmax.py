@@ -5,7 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from jobi_tf.objectives import ONE_VS_ALL, TRIPLE_HEAD, Objective, ScoredBatch, replica_share
+from jobi_tf.objectives import ONE_VS_ALL, TRIPLE_HEAD, Objective, replica_share
+from jobi_tf.scored_batch import ScoredBatch
 from jobi_tf.types import HEAD, TAIL
 
 __all__ = ["FullSoftmax"]

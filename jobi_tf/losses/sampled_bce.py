@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from jobi_tf.objectives import SAMPLED, Objective, ScoredBatch, replica_share
+from jobi_tf.objectives import SAMPLED, Objective, replica_share
+from jobi_tf.scored_batch import ScoredBatch
 
 __all__ = ["SampledBCE"]
 

@@ -22,8 +22,9 @@ from jobi_tf.config import MATMUL_DTYPES
 from jobi_tf.models.base import DistributedModel
 from jobi_tf.models.scorers import Scorer, get_scorer
 from jobi_tf.models.tables import Queries, make_tables, rows
-from jobi_tf.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, ScoredBatch, replica_share
+from jobi_tf.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
 from jobi_tf.regularizers import Regularizer
+from jobi_tf.scored_batch import ScoredBatch
 from jobi_tf.sharding import ShardedTable
 from jobi_tf.types import HEAD, PAIR_HEAD, RELATION, TAIL, TRIPLE_HEAD
 
@@ -56,8 +57,7 @@ class JoBiModel(DistributedModel):
         label_smoothing: ε of the targets of the losses that take it (``full-softmax``, ``k-vs-all``).
         slot_weight: ``full-softmax`` only: extra weight of the asked slot's entities (0 = off).
         relation_prediction: weight of the auxiliary `jobi_tf.objectives.RelationPrediction` loss.
-        matmul_dtype: ``"float32"`` (default) or ``"bfloat16"``: the dtype of the training
-            products that score every entity (`jobi_tf.objectives.ScoredBatch`).
+        matmul_dtype: ``"float32"`` or ``"bfloat16"``: the dtype of the products that score every entity.
         reciprocal: row ``r + num_relations`` of each relation table is ``r``'s inverse, and a
             head query ``(?, r, t)`` is scored as the tail query ``(t, r⁻¹, ?)`` (Lacroix et
             al., 2018); sampled softmax then needs ``positive_corrupt_tail``.
