@@ -84,7 +84,8 @@ def profile(
         shared_negatives=args.shared_negatives,
         biased_chunk=args.biased_chunk,
     )
-    ds = make_train_dataset(index, cfg, seed=0, pair_labels=joint)
+    pair_every = args.pair_every if joint else 1
+    ds = make_train_dataset(index, cfg, seed=0, pair_labels=joint, pair_every=pair_every)
     batches = iter(ds)
     next(batches)  # pipeline start-up
     usages: dict[str, Usage] = {}
@@ -93,7 +94,6 @@ def profile(
         batches = [next(batches) for _ in range(args.steps)]
         sampler_ms = 1000 * (time.perf_counter() - start) / args.steps
     keras.utils.set_random_seed(0)
-    pair_every = args.pair_every if joint else 1
     model = JoBiModel(
         index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=joint, pair_every=pair_every
     )

@@ -87,7 +87,7 @@ def ours(
         corrupt_side=side,
         biased_chunk=biased_chunk,
     )
-    ds = make_train_dataset(index, cfg, seed=seed, pair_labels=joint)
+    ds = make_train_dataset(index, cfg, seed=seed, pair_labels=joint, pair_every=pair_every)
     model = JoBiModel(
         index.num_entities,
         index.num_relations,
