@@ -83,7 +83,7 @@ class Sampled(Regime):
 
 def _check_pair_every(cfg: RunConfig) -> None:
     """The pair head's every n-th positive keeps its chunk's candidates only when n divides
-    every chunk (`jobi_tf.objectives.every_nth_positive`)."""
+    every chunk (`jobi_tf.scored_batch.every_nth_positive`)."""
     every = cfg.train.pair_every
     if every == 1:
         return
