@@ -15,15 +15,15 @@ from jobi_tf.sampling import make_train_dataset
 from jobi_tf.training import _check_batch_splits
 
 
-def _batch(index, shared_negatives: int) -> dict[str, np.ndarray]:
+def _batch(index, shared_negatives: int, pair_every: int = 1) -> dict[str, np.ndarray]:
     cfg = SamplerConfig(batch_size=8, neg=6, p=0.5, shared_negatives=shared_negatives)
-    return next(iter(make_train_dataset(index, cfg, seed=1)))
+    return next(iter(make_train_dataset(index, cfg, seed=1, pair_every=pair_every)))
 
 
-def _one_step(strategy, index, batch, weights, optimizer: str, jit: bool, loss: str) -> list[np.ndarray]:
+def _one_step(strategy, index, batch, weights, optimizer: str, jit: bool, loss: str, pair_every=1) -> list[np.ndarray]:
     """Weights and optimizer slots after one ``fit`` step on ``batch`` from ``weights``."""
     with strategy.scope():
-        model = _model(index, loss)
+        model = _model(index, loss, pair_every)
         opt = make_optimizer(optimizer, 0.05)
         model.compile(optimizer=opt, jit_compile=jit)
         opt.build(model.trainable_variables)
@@ -39,38 +39,42 @@ def mirrored():
     return make_strategy("mirrored")
 
 
-def _model(index, loss: str) -> JoBiModel:
+def _model(index, loss: str, pair_every: int = 1) -> JoBiModel:
     """JoBi with sampled negatives; 1-vs-all without the pair head (its dense gradients take
     the optimizers' dense paths, `LazyAdagrad`'s fused kernel among them)."""
     joint = loss == "sampled-softmax"
-    return JoBiModel(index.num_entities, index.num_relations, model="complex", dim=4, joint=joint, loss=loss)
+    return JoBiModel(
+        index.num_entities, index.num_relations, model="complex", dim=4, joint=joint, loss=loss, pair_every=pair_every
+    )
 
 
 @pytest.mark.parametrize(
-    "optimizer,shared,loss",
+    "optimizer,shared,loss,pair_every",
     [
-        ("adam", 0, "sampled-softmax"),
-        ("lazy-adam", 0, "sampled-softmax"),
-        ("lazy-adam", 4, "sampled-softmax"),
-        ("adagrad", 0, "sampled-softmax"),
-        ("adagrad", 0, "full-softmax"),
-        ("row-adagrad", 0, "sampled-softmax"),
-        ("row-adagrad", 0, "full-softmax"),
+        ("adam", 0, "sampled-softmax", 1),
+        ("lazy-adam", 0, "sampled-softmax", 1),
+        ("lazy-adam", 4, "sampled-softmax", 1),
+        ("lazy-adam", 4, "sampled-softmax", 2),  # each replica's every 2nd positive: the same rows
+        ("adagrad", 0, "sampled-softmax", 1),
+        ("adagrad", 0, "full-softmax", 1),
+        ("row-adagrad", 0, "sampled-softmax", 1),
+        ("row-adagrad", 0, "full-softmax", 1),
     ],
 )
 def test_mirrored_step_with_two_replicas_equals_single_device_step(
-    small_typed_index, mirrored, optimizer, shared, loss
+    small_typed_index, mirrored, optimizer, shared, loss, pair_every
 ):
     """Same initial weights, same global batch (negatives fixed): the 2-replica step (each
     replica gets half the batch; gradients summed across replicas, sparse ones gathered)
     leaves the weights and optimizer slots the single-device step leaves."""
     assert mirrored.num_replicas_in_sync == 2
-    batch = _batch(small_typed_index, shared)
+    batch = _batch(small_typed_index, shared, pair_every)
     if loss == "full-softmax":
         batch = {"triples": batch["triples"]}
-    weights = [w.copy() for w in _model(small_typed_index, loss).get_weights()]
-    single = _one_step(tf.distribute.get_strategy(), small_typed_index, batch, weights, optimizer, True, loss)
-    twice = _one_step(mirrored, small_typed_index, batch, weights, optimizer, False, loss)  # as train() does
+    weights = [w.copy() for w in _model(small_typed_index, loss, pair_every).get_weights()]
+    args = (small_typed_index, batch, weights, optimizer)
+    single = _one_step(tf.distribute.get_strategy(), *args, True, loss, pair_every)
+    twice = _one_step(mirrored, *args, False, loss, pair_every)  # as train() does
     assert not np.allclose(single[0], weights[0])  # the step did move the entity table
     assert len(single) == len(twice)
     # The two paths sum the gradient in different orders (per replica, then across), and
