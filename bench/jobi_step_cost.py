@@ -109,11 +109,16 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1, help="full epochs per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="repeats of the interleaved sequence")
     parser.add_argument("--only", nargs="*", help="settings to run (default: all)")
+    parser.add_argument("--variants", nargs="*", help="variants to run in each setting (default: all; baseline always)")
     parser.add_argument("--peer-python", help="python of a virtualenv with PyTorch-BigGraph (adds PBG to 'pbg')")
     args = parser.parse_args()
     folder = data_dir("fb15k-237", args.data_dir)
     _, _, index = build_index(read_split_folder(folder), "fb15k-237")
-    settings = {k: v for k, v in SETTINGS.items() if not args.only or k in args.only}
+    settings = {
+        k: {v: c for v, c in variants.items() if not args.variants or v == "baseline" or v in args.variants}
+        for k, variants in SETTINGS.items()
+        if not args.only or k in args.only
+    }
 
     rates: dict[str, dict[str, list[float]]] = {s: {v: [] for v in variants} for s, variants in settings.items()}
     medians: dict[str, dict[str, list[float]]] = {s: {v: [] for v in variants} for s, variants in settings.items()}

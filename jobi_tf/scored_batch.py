@@ -67,6 +67,9 @@ class ScoredBatch:
         heads: the heads whose queries are stacked (default: the model's choice, every head
             scored on every positive).
         read: candidate rows already read for this batch, by feature name (`sampled_rows`).
+        riders: ``(head, every)`` of heads trained on every n-th positive only, scored in the
+            same chunk products as the stacked heads (`sampled_rows`); the stacked heads must
+            then be one.
 
     Attributes:
         head_q, tail_q: ``[B, S, W]`` queries of the stacked heads (S = 1 or 2: triple, pair).
@@ -80,11 +83,15 @@ class ScoredBatch:
         features: dict[str, tf.Tensor],
         heads: tuple[int, ...] | None = None,
         read: dict[str, tf.Tensor] | None = None,
+        riders: tuple[tuple[int, int], ...] = (),
     ) -> None:
         self.model = model
+        self.riders = tuple(riders)
         self.features = features
         self._read_rows = dict(read or {})
         self.head_q, self.tail_q, self.rows = model.queries(features["triples"], heads)
+        if self.riders and self.head_q.shape[1] != 1:
+            raise ValueError(f"riders need one stacked head, not {self.head_q.shape[1]}. Received: riders={riders!r}")
         self.relation_rows = [self.rows["relation"]]  # what the positive's scores used (`Factors`)
         self.candidate_rows: list[tf.Tensor] = []
         self._sampled: tf.Tensor | None = None
@@ -96,7 +103,7 @@ class ScoredBatch:
         """``[B, S, 1 + K]``: column 0 the positive, then the sampled candidates (per-triple,
         then shared), each scored from the side the sampler corrupted."""
         if self._sampled is None:
-            self._sampled = self._score_sampled()
+            self._score_sampled()
         return self._sampled
 
     def sampled_rows(self, head: int, every: int) -> tf.Tensor:
@@ -112,11 +119,16 @@ class ScoredBatch:
         sees only the stacked heads' rows (`factors`).
         """
         key = (head, every)
-        if key not in self._strided:
-            chunks = {k: self._rows(k) for k in CHUNK_FEATURES if k in self.features}
-            strided = ScoredBatch(self.model, every_nth_positive(self.features, every), heads=(head,), read=chunks)
-            self._strided[key] = strided.sampled()[:, 0]
+        if key in self.riders:
+            self.sampled()  # scored with this batch's chunk products
+        elif key not in self._strided:
+            self._strided[key] = self._strided_batch(head, every).sampled()[:, 0]
         return self._strided[key]
+
+    def _strided_batch(self, head: int, every: int) -> ScoredBatch:
+        """Positives 0, every, 2 every, ... scored by ``head`` alone, reading this batch's chunk rows."""
+        chunks = {k: self._rows(k) for k in CHUNK_FEATURES if k in self.features}
+        return ScoredBatch(self.model, every_nth_positive(self.features, every), heads=(head,), read=chunks)
 
     def all_entities(self) -> tuple[tf.Tensor, tf.Tensor]:
         """``([B, S, E], [B, S, E])``: every entity scored as the tail, then as the head."""
@@ -160,7 +172,28 @@ class ScoredBatch:
         table = tf.cast(model.entity_embeddings, dtype)
         return tf.cast(model.scorer.score_candidates(tf.cast(queries, dtype), table), queries.dtype)
 
-    def _score_sampled(self) -> tf.Tensor:
+    def _score_sampled(self) -> None:
+        """Score this batch's candidates and its riders' (`sampled_rows`), chunks together."""
+        members = [self] + [self._strided_batch(head, every) for head, every in self.riders]
+        parts = [member._own_scores() for member in members]  # the positive, per-triple candidates
+        for key, side_key in (("chunk_candidates", "chunk_corrupt_tail"), ("shared_candidates", "shared_corrupt_tail")):
+            if key in self.features:
+                chunk_scores = self._score_chunks(self._rows(key), side_key, members)
+                for own, scores in zip(parts, chunk_scores, strict=True):
+                    own.append(scores)
+        if len(parts[0]) == 1:
+            raise ValueError(
+                "sampled training needs `candidates` or `shared_candidates`: build the batches with "
+                "jobi_tf.sampling.make_train_dataset"
+            )
+        # The positive's column, then the candidates' (nested as before riders: the same sums).
+        joined = [tf.concat([own[0], tf.concat(own[1:], axis=-1)], axis=-1) for own in parts]
+        self._sampled = joined[0]
+        for key, scores in zip(self.riders, joined[1:], strict=True):
+            self._strided[key] = scores[:, 0]
+
+    def _own_scores(self) -> list[tf.Tensor]:
+        """``[B, S, 1]`` the positive's score, then ``[B, S, K_b]`` its own candidates' (if any)."""
         model, features, rows = self.model, self.features, self.rows
         head_q, tail_q, score = self.head_q, self.tail_q, model.scorer.score_candidates
         pos = tf.reduce_sum(tail_q * rows["tail"][:, None, :], -1)  # [B, S]
@@ -173,9 +206,10 @@ class ScoredBatch:
             if one_side is None:
                 raise ValueError("a reciprocal model needs `positive_corrupt_tail` (one corrupted side per positive)")
             # A head corruption is ranked by the inverse query, the positive included.
-            pos = tf.reduce_sum(query * tf.where(one_side[:, None], rows["tail"], rows["head"])[:, None, :], -1)
+            other = tf.where(one_side[:, None], rows["tail"], rows["head"])  # the entity not asked for
+            pos = tf.reduce_sum(query * other[:, None, :], -1)
             self.relation_rows = [tf.where(one_side[:, None], rows["relation"], rows["inverse"])]
-        parts = []
+        parts = [pos[:, :, None]]
         if "candidates" in features:
             cand = self._rows("candidates")  # [B, K_b, W]
             if one_side is not None:
@@ -184,15 +218,7 @@ class ScoredBatch:
                 by_tail, by_head = score(tail_q, cand), score(head_q, cand)
                 parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
             self.candidate_rows.append(cand)
-        for key, side_key in (("chunk_candidates", "chunk_corrupt_tail"), ("shared_candidates", "shared_corrupt_tail")):
-            if key in features:
-                parts.append(self._score_chunks(self._rows(key), features[side_key], one_side))
-        if not parts:
-            raise ValueError(
-                "sampled training needs `candidates` or `shared_candidates`: build the batches with "
-                "jobi_tf.sampling.make_train_dataset"
-            )
-        return tf.concat([pos[:, :, None], tf.concat(parts, axis=-1)], axis=-1)
+        return parts
 
     def _rows(self, key: str) -> tf.Tensor:
         """The entity rows of candidate feature ``key``, read once per batch."""
@@ -200,20 +226,43 @@ class ScoredBatch:
             self._read_rows[key] = self.model.entity_rows(self.features[key])
         return self._read_rows[key]
 
-    def _score_chunks(self, rows: tf.Tensor, side: tf.Tensor, one_side: tf.Tensor | None) -> tf.Tensor:
-        """``[B, S, K]`` scores of candidates shared by chunks of consecutive positives: ``rows``
-        ``[G, K, W]`` (chunk g's candidates), ``side`` ``[B, K]`` (which slot each replaces)."""
-        head_q, tail_q, score = self.head_q, self.tail_q, self.model.scorer.score_candidates
+    def _score_chunks(self, rows: tf.Tensor, side_key: str, members: list[ScoredBatch]) -> list[tf.Tensor]:
+        """``[B_m, S, K]`` scores, for each member batch, of candidates shared by chunks of
+        consecutive positives: ``rows`` ``[G, K, W]`` (chunk g's candidates), each member's
+        ``side_key`` feature ``[B_m, K]`` (which slot each replaces).
+
+        Why one product for all: each chunk's product is small (10 positives by 30 candidates
+        with ``--biased-chunk 10``), and XLA on CPU runs a batch of them one call per chunk, at
+        a cost per call more than per row. So the members' queries (the pair head's rows of
+        ``pair_every``) are concatenated along each chunk's rows and scored with one batched
+        product (one per side with a side per candidate), then split. A batch with no riders
+        computes exactly the products it did before riders existed.
+        """
         groups = tf.shape(rows)[0]
-        shape_g = tf.concat([[groups, -1], tf.shape(head_q)[1:]], 0)  # [G, C, S, W]
-        if one_side is not None:
-            query = tf.where(one_side[:, None, None], tail_q, head_q)
-            mixed = score(tf.reshape(query, shape_g), rows)
+
+        def by_chunk(x: tf.Tensor) -> tf.Tensor:  # [B_m, ...] -> [G, B_m / G, ...]
+            return tf.reshape(x, tf.concat([[groups, -1], tf.shape(x)[1:]], 0))
+
+        score, one_side = self.model.scorer.score_candidates, "positive_corrupt_tail" in self.features
+
+        def scored(queries: list[tf.Tensor]) -> list[tf.Tensor]:  # one product for every member's rows
+            blocks = [by_chunk(q) for q in queries]  # [G, C_m, S, W]
+            if len(blocks) == 1:
+                return [score(blocks[0], rows)]
+            together = score(tf.concat(blocks, axis=1), rows)  # [G, sum C_m, S, K]
+            return tf.split(together, [tf.shape(b)[1] for b in blocks], axis=1, num=len(blocks))
+
+        if one_side:  # (the side's query taken again here: the gradients sum as they always did)
+            pieces = scored(
+                [tf.where(m.features["positive_corrupt_tail"][:, None, None], m.tail_q, m.head_q) for m in members]
+            )
         else:
-            by_head = score(tf.reshape(head_q, shape_g), rows)
-            by_tail = score(tf.reshape(tail_q, shape_g), rows)
-            mixed = tf.where(tf.reshape(side, [groups, -1, 1, tf.shape(rows)[1]]), by_tail, by_head)
-        return tf.reshape(mixed, tf.concat([[-1], tf.shape(mixed)[2:]], 0))
+            by_head, by_tail = scored([m.head_q for m in members]), scored([m.tail_q for m in members])
+            pieces = [
+                tf.where(by_chunk(m.features[side_key])[:, :, None, :], tail, head)
+                for m, head, tail in zip(members, by_head, by_tail, strict=True)
+            ]
+        return [tf.reshape(p, tf.concat([[-1], tf.shape(p)[2:]], 0)) for p in pieces]
 
 
 #: Sampler features with one row per chunk of positives, not per positive

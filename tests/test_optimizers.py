@@ -177,6 +177,26 @@ def test_row_adagrad_sums_repeated_ids_first(w0):
     np.testing.assert_array_equal(repeated.numpy(), summed.numpy())
 
 
+@pytest.mark.parametrize("make", [LazyAdagrad, RowAdagrad], ids=["adagrad", "row-adagrad"])
+def test_adagrad_updates_with_repeated_ids_compiled_match_numpy(w0, make):
+    """Under XLA, as in training: repeated ids (kept as zero rows after their first, whose update
+    must change nothing) give the reference's weights and accumulators."""
+    steps = _steps(np.random.default_rng(8), always=[0, 1], others=list(range(2, ROWS - 2)))
+    steps = [(np.concatenate([ids, ids[:2]]), np.concatenate([v, v[:2]])) for ids, v in steps]  # each repeats two
+    opt = make(learning_rate=LR, epsilon=EPS, **({"row_tables": ("table",)} if make is RowAdagrad else {}))
+    table = keras.Variable(w0.copy(), name="table")
+    opt.build([table])
+    apply = tf.function(lambda g: opt.apply_gradients([(g, table)]), jit_compile=True)
+    for ids, values in steps:
+        apply(tf.IndexedSlices(tf.constant(values), tf.constant(ids)))
+    want, acc = _row_adagrad_reference(w0, steps) if make is RowAdagrad else (_adagrad_reference(w0, steps), None)
+    np.testing.assert_allclose(table.numpy(), want, rtol=1e-5, atol=1e-6)
+    if acc is not None:
+        (accumulator,) = [v for v in opt.variables if "accumulator" in v.name]
+        np.testing.assert_allclose(accumulator.numpy(), acc, rtol=1e-5, atol=1e-12)
+    np.testing.assert_array_equal(table.numpy()[-2:], w0[-2:])  # never used: never moved
+
+
 def test_a_model_trained_with_row_adagrad_has_row_accumulators_for_its_entity_table_only(small_typed_index):
     index = small_typed_index
     model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=4, joint=True, name="jobi")

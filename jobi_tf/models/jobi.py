@@ -147,10 +147,7 @@ class JoBiModel(DistributedModel):
     def _check_shardable(self) -> None:
         """Sharded tables are read a row at a time: refuse what reads a whole table."""
         if self.objective.regime != SAMPLED:
-            raise ValueError(
-                f"table_shards: loss {self.loss_kind!r} scores every entity (a whole-table read each step); "
-                "sharded tables train with sampled softmax"
-            )
+            raise ValueError(f"table_shards needs sampled softmax: loss {self.loss_kind!r} reads every entity")
         if self.relation_prediction:
             raise ValueError("table_shards: relation_prediction reads the whole relation table; set it to 0")
         if self.scorer.weights:
@@ -164,8 +161,7 @@ class JoBiModel(DistributedModel):
 
     @classmethod
     def from_run_config(cls, cfg, num_entities: int, num_relations: int, **placement) -> JoBiModel:
-        """The model a `jobi_tf.config.RunConfig` describes, for a graph of this size
-        (``placement``: ``table_shards``, ``table_seed``)."""
+        """The model a `jobi_tf.config.RunConfig` describes, for a graph of this size (``placement``)."""
         return cls(
             num_entities=num_entities,
             num_relations=num_relations,
@@ -239,6 +235,10 @@ class JoBiModel(DistributedModel):
         """The heads scored together on every positive (the pair head apart if ``pair_every > 1``)."""
         return (TRIPLE_HEAD, PAIR_HEAD) if self.joint and self.pair_every == 1 else (TRIPLE_HEAD,)
 
+    @property
+    def strided_heads(self) -> tuple[tuple[int, int], ...]:  # (head, every): `ScoredBatch.sampled_rows`
+        return ((PAIR_HEAD, self.pair_every),) if self.joint and self.pair_every > 1 else ()
+
     def queries(
         self, triples: tf.Tensor, heads: tuple[int, ...] | None = None
     ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
@@ -285,7 +285,7 @@ class JoBiModel(DistributedModel):
         """A sampler batch's training logits and the regularizer's weighted penalty (None
         without one): ``call`` without Keras's call machinery, for loops of our own."""
         self._check_features(features)
-        batch = ScoredBatch(self, features)
+        batch = ScoredBatch(self, features, riders=self.strided_heads)
         out: dict[str, tf.Tensor] = {}
         for objective in self.objectives:
             out.update(objective.logits(batch))

@@ -16,6 +16,8 @@ from jobi_tf.config import RunConfig, with_settings
 from jobi_tf.errors import ConfigError
 from jobi_tf.models import JoBiModel
 from jobi_tf.regimes import check
+from jobi_tf.scored_batch import ScoredBatch
+from jobi_tf.types import PAIR_HEAD
 
 E, R = 12, 3
 
@@ -37,6 +39,16 @@ def _chunked_batch(rng: np.random.Generator, b: int = 24, c: int = 12, c_b: int 
     }
 
 
+def _chunked_batch_side_per_negative(rng: np.random.Generator, b: int = 24, c: int = 12, c_b: int = 6):
+    """`_chunked_batch` with the sampler's default sides: a coin per candidate, the same for
+    every positive of its chunk (no ``positive_corrupt_tail``), so both queries are scored."""
+    x = _chunked_batch(rng, b, c, c_b)
+    del x["positive_corrupt_tail"]
+    x["chunk_corrupt_tail"] = np.repeat(rng.random((b // c_b, 2)) < 0.5, c_b, 0)
+    x["shared_corrupt_tail"] = np.repeat(rng.random((b // c, 3)) < 0.5, c, 0)
+    return x
+
+
 def _numpy_pair_logits(model: JoBiModel, x: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
     """DistMult pair-head logits ``[len(rows), 1 + K]`` of the given rows, from the tables."""
     ent, rel = model.entity_embeddings.numpy(), model.pair_relations.numpy()
@@ -49,7 +61,7 @@ def _numpy_pair_logits(model: JoBiModel, x: dict[str, np.ndarray], rows: np.ndar
             c_b = len(x["triples"]) // len(x["chunk_candidates"])
             c = len(x["triples"]) // len(x["shared_candidates"])
             cand = np.concatenate([x["chunk_candidates"][i // c_b], x["shared_candidates"][i // c]])
-            tail = np.full(len(cand), x["positive_corrupt_tail"][i])
+            tail = np.concatenate([x["chunk_corrupt_tail"][i], x["shared_corrupt_tail"][i]])
         inverse = r + R if model.reciprocal else r
         as_tail, as_head = ent[h] * rel[r], ent[t] * rel[inverse]
         positive = as_tail @ ent[t] if not model.reciprocal or tail[0] else as_head @ ent[h]
@@ -66,6 +78,7 @@ def _bce(labels: np.ndarray, logits: np.ndarray) -> float:
 LAYOUTS = {
     "per-triple": (lambda rng: sampled_batch(rng, e=E, r=R, b=24, k=5), False),
     "shared and biased chunks": (_chunked_batch, False),
+    "shared and biased chunks, a side per negative": (_chunked_batch_side_per_negative, False),
     "shared and biased chunks, reciprocal": (_chunked_batch, True),
 }
 
@@ -114,6 +127,28 @@ def test_gradients_are_those_of_the_pair_loss_on_every_nth_positive(layout):
     np.testing.assert_allclose(float(loss), float(reference), rtol=1e-6)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(w).numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_rider_scores_what_a_batch_of_its_own_rows_scores(layout):
+    """The model scores the pair head's rows in the triple head's chunk products (a rider of
+    its `ScoredBatch`); a `ScoredBatch` of those rows alone must give the same logits."""
+    make, reciprocal = LAYOUTS[layout]
+    x = make(np.random.default_rng(11))
+    model = JoBiModel(E, R, model="complex", dim=3, joint=True, reciprocal=reciprocal, pair_every=3)
+    rider = ScoredBatch(model, x, riders=((PAIR_HEAD, 3),))
+    apart = ScoredBatch(model, x)
+    np.testing.assert_allclose(
+        rider.sampled_rows(PAIR_HEAD, 3).numpy(), apart.sampled_rows(PAIR_HEAD, 3).numpy(), rtol=1e-6, atol=1e-7
+    )
+    np.testing.assert_allclose(rider.sampled().numpy(), apart.sampled().numpy(), rtol=1e-6, atol=1e-7)
+    assert rider.sampled_rows(PAIR_HEAD, 3).shape == (8, 6)
+
+
+def test_riders_need_one_stacked_head():
+    model = JoBiModel(E, R, model="distmult", dim=4, joint=True)  # both heads stacked
+    with pytest.raises(ValueError, match="riders need one stacked head"):
+        ScoredBatch(model, _chunked_batch(np.random.default_rng(0)), riders=((PAIR_HEAD, 2),))
 
 
 def test_pair_every_round_trips_through_the_config():
