@@ -120,3 +120,19 @@ def machine() -> dict:
         pass
     wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")
     return {"cpu": model, "cpus": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
+
+
+def compiled_train_step(model):
+    """Keras's train step without ``fit``: forward, loss, gradients and the optimizer's update,
+    compiled with XLA as training compiles it (the step the profiling scripts time)."""
+    import tensorflow as tf
+
+    @tf.function(jit_compile=True)
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x=x, y_pred=model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return step

@@ -37,7 +37,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, data_dir, emit, kernel_check, machine, peak_rss_gib  # noqa: E402, I001
+from _common import Usage, compiled_train_step, data_dir, emit, kernel_check, machine, peak_rss_gib  # noqa: E402, I001
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -122,13 +122,7 @@ def profile(
         grads = tape.gradient(loss, model.trainable_variables)
         return loss, [g.values if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
-    @tf.function(jit_compile=True)
-    def step(x):
-        with tf.GradientTape() as tape:
-            loss = model.compute_loss(x=x, y_pred=model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
+    step = compiled_train_step(model)  # d plus the optimizer's update
 
     out = {"sampler": sampler_ms}
     parts = (("gather", gather), ("forward", forward), ("forward_backward", forward_backward), ("step", step))
