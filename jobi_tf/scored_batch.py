@@ -5,7 +5,8 @@ each kind of score at most once per batch for every head at the same time (one p
 the stacked triple and pair queries), so two heads cost one pass over the candidate rows; it
 also records the rows those scores used (`Factors`), which the regularizer
 (`jobi_tf.regularizers`) penalises. A head trained on every n-th positive only (JoBi's pair
-head with ``pair_every``) is scored apart, on those rows (`ScoredBatch.sampled_rows`).
+head with ``pair_every``) has queries of those rows only, scored in the stacked heads' chunk
+products when the batch names it a rider (`ScoredBatch.sampled_rows`).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class ScoredBatch:
 
     def sampled_rows(self, head: int, every: int) -> tf.Tensor:
         """``[B / every, 1 + K]``: the scores `sampled` would give ``head`` on positives 0,
-        every, 2 every, ..., computed on those rows alone (``head`` is not stacked then).
+        every, 2 every, ..., from queries of those rows alone (``head`` is not stacked then);
+        a rider's (``riders``) come with `sampled`, from the same chunk products.
 
         Why: JoBi's second head doubles the per-positive work of a step (its queries, their
         gradient, a second score of every candidate); trained on every n-th positive it costs
