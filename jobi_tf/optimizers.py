@@ -64,19 +64,22 @@ __all__ = [
 ]
 
 
-def _unique_rows(gradient: tf.IndexedSlices, num_rows: int, dtype: tf.DType) -> tuple[tf.Tensor, tf.Tensor]:
-    """``(ids [U], summed gradients [U, W])`` of a sparse gradient whose ids may repeat.
-
-    The ids come out in order of first appearance, as from ``tf.unique``, but found with one
-    scatter-min into an int32 ``[num_rows]`` scratch vector: under XLA on CPU ``tf.unique``
-    sorts, and cost a third of the whole lazy update in a 100k-lookup step.
-    """
+def _first_positions(gradient: tf.IndexedSlices, num_rows: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(ids [n], owner [n])`` of a sparse gradient: its ids as int32 and, for each, the
+    first position holding the same id, found with one scatter-min into an int32
+    ``[num_rows]`` scratch vector (under XLA on CPU ``tf.unique`` sorts, and cost a third of
+    the whole lazy update in a 100k-lookup step)."""
     ids = tf.cast(gradient.indices, tf.int32)
     n = tf.shape(ids)[0]
-    positions = tf.range(n)
-    first = tf.tensor_scatter_nd_min(tf.fill([num_rows], n), ids[:, None], positions)
-    owner = tf.gather(first, ids)  # [n] first position holding the same id
-    is_first = tf.equal(owner, positions)
+    first = tf.tensor_scatter_nd_min(tf.fill([num_rows], n), ids[:, None], tf.range(n))
+    return ids, tf.gather(first, ids)
+
+
+def _unique_rows(gradient: tf.IndexedSlices, num_rows: int, dtype: tf.DType) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(ids [U], summed gradients [U, W])`` of a sparse gradient whose ids may repeat, the
+    ids in order of first appearance, as from ``tf.unique`` (`_first_positions`)."""
+    ids, owner = _first_positions(gradient, num_rows)
+    is_first = tf.equal(owner, tf.range(tf.shape(ids)[0]))
     slot = tf.cumsum(tf.cast(is_first, tf.int32)) - 1  # [n] rank of each first position
     unique_ids = tf.boolean_mask(ids, is_first)
     values = tf.math.unsorted_segment_sum(
@@ -90,15 +93,11 @@ def _summed_at_first(gradient: tf.IndexedSlices, num_rows: int, dtype: tf.DType)
     gradients summed at its first position, zeros at its later ones.
 
     Why not `_unique_rows`: an additive update (Adagrad's accumulator and step) of a zero
-    gradient row changes nothing, so the repeats can stay; that saves the compaction to
-    unique ids (a cumulative sum, a boolean mask and a gather of n rows, about a tenth of a
-    step at PyTorch-BigGraph's work on FB15k-237), and the sums are the same floats.
+    gradient row changes nothing, so the repeats can stay, and the compaction to unique ids
+    (a cumulative sum, a boolean mask and a gather of n rows) goes; the sums are the same.
     """
-    ids = tf.cast(gradient.indices, tf.int32)
-    n = tf.shape(ids)[0]
-    first = tf.tensor_scatter_nd_min(tf.fill([num_rows], n), ids[:, None], tf.range(n))
-    summed = tf.math.unsorted_segment_sum(tf.cast(gradient.values, dtype), tf.gather(first, ids), n)
-    return ids, summed
+    ids, owner = _first_positions(gradient, num_rows)
+    return ids, tf.math.unsorted_segment_sum(tf.cast(gradient.values, dtype), owner, tf.shape(ids)[0])
 
 
 def _rows(slot: keras.Variable, ids: tf.Tensor) -> tf.Tensor:
