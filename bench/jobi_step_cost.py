@@ -6,7 +6,8 @@ Steps:
    (no pair head, p 0), JoBi (pair head, p 0.3, biased negatives per triple) and, where the
    uniform negatives are shared, JoBi with ``--biased-chunk 5`` (biased negatives shared by
    runs of 5 positives of the batch sorted by relation and side) and with the pair head on every
-   5th or 10th positive (``--pair-every``). Settings: the paper's
+   5th or 10th positive (``--pair-every``); at 1000 x 100 shared also each of JoBi's two parts
+   without the other (biased negatives with no pair head; the pair head with p 0). Settings: the paper's
    500 × 50 per-triple (dense Adam); 1000 × 100 shared in chunks of 1000 (dense Adam); and
    PBG's work per positive (``pbg``): 1000 × 100 shared in
    chunks of 50, reciprocal relations, Adagrad 0.1 with one accumulator per entity row
@@ -70,6 +71,9 @@ SETTINGS = {
         "jobi biased-chunk 20": (1000, 100, 1000, True, 20),
         "jobi biased-chunk 10, pair-every 5": (1000, 100, 1000, True, 10, {"pair_every": 5}),
         "jobi biased-chunk 10, pair-every 10": (1000, 100, 1000, True, 10, {"pair_every": 10}),
+        # JoBi's two parts apart: what each costs of the step above
+        "biased-chunk 10 alone": (1000, 100, 1000, False, 10, {"p": 0.3}),
+        "pair-every 10 alone": (1000, 100, 1000, True, 0, {"pair_every": 10, "p": 0.0}),
     },
     "pbg": {
         "baseline": (1000, 100, 50, False, 0),

@@ -74,15 +74,17 @@ def ours(
     optimizer="auto",
     lr=0.001,
     pair_every=1,
+    p=None,
 ) -> tuple[list[float], Usage]:
     """Window rates of the real pipeline over ``epochs`` full epochs, and the CPU usage of the ``fit``.
 
     ``joint`` is JoBi (pair head and p 0.3), else the baseline (p 0, no pair labels drawn), as
-    ``jobi-tf train`` builds them."""
+    ``jobi-tf train`` builds them; ``p`` overrides the share of biased negatives (one of the
+    two parts of JoBi without the other)."""
     cfg = SamplerConfig(
         batch_size=batch,
         neg=neg,
-        p=0.3 if joint else 0.0,
+        p=(0.3 if joint else 0.0) if p is None else p,
         shared_negatives=shared,
         corrupt_side=side,
         biased_chunk=biased_chunk,
