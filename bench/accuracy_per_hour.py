@@ -159,7 +159,7 @@ def freed_after(build, evaluator, split: str) -> dict:
 
     Why: a Keras model sits in reference cycles, which only Python's cyclic collector frees, and
     that runs on counts of objects, not bytes: each validation of a PBG export left its entity
-    table in memory (1.5 GB on the FB1.9M-size graph, which reached 24 GB after about 12).
+    table in memory (1.5 GB on the FB1.9M-size graph, where the harness once ran out of 24 GB).
     """
     model = build()
     try:
