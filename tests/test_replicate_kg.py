@@ -119,3 +119,20 @@ def test_one_copy_thins_the_source():
     both_hubs = hub[grown[:, 0]] & hub[grown[:, 2]]
     assert len(grown) == pytest.approx(0.55 * len(train), rel=0.03)
     assert both_hubs.sum() == pytest.approx(0.55 * np.sum(hub[train[:, 0]] & hub[train[:, 2]]), rel=0.25)
+
+
+def test_the_popularity_floor_splits_queries_by_their_answer(tmp_path):
+    """`popularity_ranking.py` on a replicated graph: queries answered by a hub and by a copy."""
+    import popularity_ranking
+
+    labels = np.array(["/m/a", "/m/b#0", "/m/b#1", "/m/c"])
+    assert popularity_ranking.hub_entities(labels, tmp_path, asked=False) is None  # no replicate.json
+    (tmp_path / "replicate.json").write_text("{}")
+    hub = popularity_ranking.hub_entities(labels, tmp_path, asked=False)
+    assert hub.tolist() == [True, False, False, True]
+    queries = np.array([[1, 0, 0], [2, 0, 1], [0, 1, 3]])  # tails: hub, copy, hub; heads: copy, copy, hub
+    ranks = {"tail": np.array([1.0, 2.0, 4.0]), "head": np.array([10.0, 5.0, 1.0])}
+    out = popularity_ranking.split_metrics(queries, ranks, hub)
+    assert out["hub answers"]["count"] == 3 and out["hub answers"]["mrr"] == pytest.approx((1 + 1 / 4 + 1) / 3)
+    assert out["copied answers"]["count"] == 3 and out["copied answers"]["hits@3"] == pytest.approx(1 / 3)
+    assert out["both"]["count"] == 6 and out["tail queries"]["count"] == 3
