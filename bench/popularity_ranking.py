@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import data_dir, emit, machine  # noqa: E402
+from _common import data_dir, emit, machine, peak_rss_gib  # noqa: E402
 
 from jobi_tf.config import DataConfig  # noqa: E402
 from jobi_tf.data.index import KGIndex  # noqa: E402
@@ -123,6 +123,7 @@ def main() -> None:
             "results": results,
             "load_seconds": round(loaded, 1),
             "seconds": round(time.perf_counter() - start, 1),
+            "peak_rss_gib": round(peak_rss_gib(), 2),
             "machine": machine(),
             "command": " ".join(["python", *sys.argv]),
         }
