@@ -1,0 +1,235 @@
+"""A run that has not started to learn says so, in one line and in ``metrics.json``.
+
+Why: a 1-vs-all run on a sparse graph of 78,339 entities ended its first epoch at a triple
+loss of 22.538, which is ``2 ln N``: the softmax was still uniform, validation MRR 0.0001, and
+nothing told the user (the 19 minutes of that epoch were lost, and the next ones would have
+been too). Two signs, each cheap, are checked:
+
+* the epoch's training loss is at the objective's uniform value: the loss when every
+  candidate scores the same (`jobi_tf.objectives.Objective.uniform_loss`; ``2 ln N`` for the
+  full softmax, whose ``triple_loss`` sums a triple's tail and head softmaxes). The loss
+  compared is ``triple_loss``, the triple head's own: the regularizer's penalty, the pair
+  loss and relation prediction are logged apart and left out. It counts as stalled from
+  `UNIFORM_SHARE` of the uniform value up (within 1% below it, or anywhere above);
+* the validation MRR is no better than a random ranking's, ``H_N / N`` (`chance_mrr`): the
+  expected reciprocal rank of an answer placed at random among ``N`` entities, before
+  filtering (which only raises it). This holds for every regime, the sampled ones included.
+
+Where the uniform value is not defined (sampled softmax and BCE, k-vs-all, a full softmax
+with ``slot_weight``: there it depends on the data or on the common score, and a stalled
+k-vs-all run sits at ``N ln 2`` while a learning one starts there too) only the MRR is read.
+
+`StallCheck` applies the two at every epoch's end (called by
+`jobi_tf.callbacks.EvaluationCallback` before it writes the checkpoint, so a resumed run keeps
+the warnings); `FirstCheck` applies them once, early in the first epoch
+(``--first-check-steps``), on a fixed sample of validation triples. A warning is one logged
+line and an entry of ``LoopState.warnings``, which ``metrics.json`` lists as ``warnings``.
+
+Not read: the slot-popularity floor (bench/popularity_ranking.py). A model early in training
+ranks mostly by popularity, so sitting at that floor after one epoch is no stall, and the
+floor is a per-query loop over the validation split, not a cheap vectorized check.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from typing import TYPE_CHECKING
+
+import keras
+import numpy as np
+
+from jobi_tf.config import RunConfig
+from jobi_tf.evaluation import FilteredEvaluator, rank_metrics
+
+if TYPE_CHECKING:
+    from jobi_tf.callbacks import LoopState, StopGuard
+
+__all__ = ["chance_mrr", "StallCheck", "FirstCheck", "UNIFORM_SHARE", "FIRST_CHECK_TRIPLES"]
+
+logger = logging.getLogger(__name__)
+
+#: A loss from this share of the uniform value up counts as the uniform value ("within 1%").
+UNIFORM_SHARE = 0.99
+#: Validation triples `FirstCheck` ranks at most (a fixed sample; both directions are asked).
+FIRST_CHECK_TRIPLES = 500
+#: Seed of that sample: the same triples for every run of a graph.
+FIRST_CHECK_SEED = 0
+
+
+def chance_mrr(num_entities: int) -> float:
+    """``H_N / N``: the expected reciprocal rank of an answer ranked at random among ``N``."""
+    n = int(num_entities)
+    if n < 1000:
+        return math.fsum(1.0 / k for k in range(1, n + 1)) / n
+    harmonic = math.log(n) + 0.5772156649015329 + 1.0 / (2 * n) - 1.0 / (12 * n * n)  # error below 1e-13
+    return harmonic / n
+
+
+class StallCheck:
+    """The stall rule (module docstring): which sign a point in training shows, and the warning.
+
+    Args:
+        cfg: the run's config (the suggestions name only flags that would change something).
+        num_entities: ``N``.
+        uniform_loss: the triple objective's loss at a uniform softmax (None: not defined).
+        steps: batches per epoch (named in the likely cause).
+        state: where warnings are recorded (``LoopState.warnings``).
+    """
+
+    def __init__(
+        self, cfg: RunConfig, num_entities: int, uniform_loss: float | None, steps: int, state: LoopState
+    ) -> None:
+        self.cfg, self.num_entities, self.uniform_loss = cfg, num_entities, uniform_loss
+        self.steps, self.state = steps, state
+        self.chance = chance_mrr(num_entities)
+
+    @classmethod
+    def for_model(cls, model, cfg: RunConfig, num_entities: int, steps: int, state: LoopState) -> StallCheck:
+        """The check of ``model``'s triple objective (any model without one: MRR only)."""
+        objective = getattr(model, "objective", None)
+        uniform = objective.uniform_loss(num_entities) if objective is not None else None
+        return cls(cfg, num_entities, uniform, steps, state)
+
+    def at_uniform(self, loss: float | None) -> bool:
+        return self.uniform_loss is not None and loss is not None and loss >= UNIFORM_SHARE * self.uniform_loss
+
+    def at_chance(self, mrr: float | None) -> bool:
+        return mrr is not None and mrr <= self.chance
+
+    def epoch_end(self, epoch: int, logs: dict) -> dict | None:
+        """`check` of an epoch's logs (``triple_loss``, and ``val_mrr`` when it was validated)."""
+        loss, mrr = logs.get("triple_loss"), logs.get("val_mrr")
+        return self.check(epoch, None if loss is None else float(loss), None if mrr is None else float(mrr))
+
+    def check(self, epoch: int, loss: float | None, mrr: float | None, step: int | None = None) -> dict | None:
+        """Warn (one line) and record if ``loss`` or ``mrr`` shows a stall; the record, or None.
+
+        ``epoch`` counts from 1; ``step`` is the step of that epoch for a check inside it
+        (None: at its end). ``loss`` is the triple loss (None: not known), ``mrr`` the
+        validation MRR (None: no validation here).
+        """
+        flat, chance = self.at_uniform(loss), self.at_chance(mrr)
+        if not (flat or chance):
+            return None
+        where = f"epoch {epoch}" + (f", step {step}," if step is not None else "")
+        signs = []
+        if flat:
+            side = "above" if loss > (2 - UNIFORM_SHARE) * self.uniform_loss else "at"
+            signs.append(
+                f"{side} a uniform softmax (triple loss {loss:.3f} vs {self.uniform_loss:.3f} = 2*ln(N), "
+                f"N = {self.num_entities:,} entities)"
+            )
+        if chance:
+            signs.append(f"at validation MRR {mrr:.4f}, no better than a random ranking's {self.chance:.4f}")
+        message = (
+            f"{where} {'ended' if step is None else 'is'} {' and '.join(signs)}: the model has not started "
+            f"to learn; likely cause: a regularizer too strong or initial rows too small for this graph's "
+            f"{self.steps:,} steps per epoch; try {self._remedies()}"
+        )
+        logger.warning("%s", message)
+        record = {
+            "epoch": epoch,
+            **({"step": step} if step is not None else {}),
+            "kind": "stall",
+            **({"triple_loss": float(loss), "uniform_loss": self.uniform_loss} if flat else {}),
+            **({"val_mrr": float(mrr), "chance_mrr": self.chance} if chance else {}),
+            "message": message,
+        }
+        if self.state.warnings is None:
+            self.state.warnings = []
+        self.state.warnings.append(record)
+        return record
+
+    def _remedies(self) -> str:
+        """What to try, naming only the flags that would change something in this run."""
+        train, model = self.cfg.train, self.cfg.model
+        tries = []
+        if train.regularization > 0:
+            tries.append("--regularization 0")
+        if model.init == "table-glorot":
+            tries.append("--init row-glorot (larger initial rows)")
+        tries.append("a higher --lr")
+        if not train.first_check_steps:
+            tries.append("--first-check-steps N to see this sooner")
+        return ", ".join(tries[:-1]) + " or " + tries[-1] if len(tries) > 1 else tries[0]
+
+
+class FirstCheck(keras.callbacks.Callback):
+    """Once, ``every`` steps into the first epoch: rank a fixed sample of validation triples
+    and apply `StallCheck` to its MRR and to the triple loss of the steps since half-way.
+
+    Why the loss since half-way and not Keras's running mean: that mean includes the first
+    steps, which every run spends near the uniform value. Nothing is written or changed: the
+    result goes to ``LoopState.first_check`` (``metrics.json``'s ``first_check``), and a
+    stall to `StallCheck`'s warning; a run resumed past that step does not check again.
+    Runs after `jobi_tf.callbacks.StopGuard` in the callback list (it reads its position).
+
+    Args:
+        at: the step of the first epoch after which to check.
+        evaluator: the run's evaluator (its graph, filter and tie rule).
+        stalls: the run's `StallCheck`.
+        guard: the run's `StopGuard`.
+        announce: print the result (one line to stderr) when it shows no stall.
+    """
+
+    def __init__(
+        self, at: int, evaluator: FilteredEvaluator, stalls: StallCheck, guard: StopGuard, announce: bool = True
+    ) -> None:
+        super().__init__()
+        self.at, self.evaluator, self.stalls, self.guard, self.announce = at, evaluator, stalls, guard, announce
+        self._start = guard.step
+        self._marks: list[tuple[int, float]] = []  # (steps since this fit's epoch began, running mean)
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._start = self.guard.step  # runs after the guard's own on_epoch_begin
+        self._marks = [(0, 0.0)]
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        guard = self.guard
+        if guard.epoch != 0 or self._start >= self.at:
+            return
+        loss = (logs or {}).get("triple_loss")
+        if loss is not None:
+            self._marks.append((guard.step - self._start, float(loss)))
+        if guard.step < self.at or guard.step >= guard.steps or guard.cut_short:
+            return  # not yet; or the epoch's end (its own check) or a stop
+        self._start = self.at  # once
+        self.check(guard.step)
+
+    def recent_loss(self) -> float | None:
+        """Mean triple loss of the steps from half-way to now, from the running means."""
+        if len(self._marks) < 2:
+            return None
+        n, mean_n = self._marks[-1]
+        h, mean_h = max((m for m in self._marks if m[0] <= n // 2), key=lambda m: m[0])
+        return (mean_n * n - mean_h * h) / (n - h)
+
+    def sample(self) -> np.ndarray:
+        valid = self.evaluator.index.valid
+        rng = np.random.default_rng(FIRST_CHECK_SEED)
+        rows = rng.choice(len(valid), size=min(FIRST_CHECK_TRIPLES, len(valid)), replace=False)
+        return valid[np.sort(rows)]
+
+    def check(self, step: int) -> dict:
+        triples = self.sample()
+        ranks = self.evaluator.ranks(self.model, triples)
+        mrr = rank_metrics(ranks.get(self.evaluator.cfg.rank_type))["mrr"]
+        loss = self.recent_loss()
+        result = {"epoch": 1, "step": step, "triples": len(triples), "mrr": mrr, "chance_mrr": self.stalls.chance}
+        if loss is not None:
+            result["triple_loss"] = loss
+        if self.stalls.uniform_loss is not None:
+            result["uniform_loss"] = self.stalls.uniform_loss
+        self.stalls.state.first_check = result
+        if self.stalls.check(1, loss, mrr, step=step) is None:
+            shown = f"; triple loss {loss:.3f}" if loss is not None else ""
+            line = (
+                f"epoch 1, step {step}: validation MRR {mrr:.4f} on a sample of {len(triples)} triples "
+                f"(a random ranking's: {self.stalls.chance:.4f}){shown}: learning"
+            )
+            logger.info("%s", line)
+            if self.announce:
+                print(line, file=sys.stderr)
+        return result
