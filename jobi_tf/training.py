@@ -202,7 +202,7 @@ def _callbacks(cfg, run_dir, model, evaluator, state: LoopState, steps: int, chi
     `EvaluationCallback` (with the end-of-epoch `jobi_tf.stalls.StallCheck`), then the optional
     `jobi_tf.stalls.FirstCheck` and `PeriodicCheckpoint`, and the chief's TensorBoard summaries."""
     guard = StopGuard(steps, first=(state.epoch, state.step))
-    stall = stalls.StallCheck.for_model(model, cfg, evaluator.index.num_entities, steps, state)
+    stall = stalls.StallCheck.for_model(model, cfg, evaluator, steps, state)
     train = cfg.train
     validation = EvaluationCallback(
         evaluator, run_dir, train.eval_every, train.patience, state, train.monitor, chief, guard, stall.epoch_end
