@@ -28,7 +28,7 @@ from jobi_tf.config import RunConfig, variant_name
 #: Fields that may differ between the runs of a comparison: what is compared, the seed,
 #: and settings that do not change what is trained (the stopping rule, ``epochs`` and
 #: ``patience``, is the same on both sides or the comparison is refused).
-ALLOWED_TO_DIFFER = {"joint", "p", "seed", "checkpoint_steps"}
+ALLOWED_TO_DIFFER = {"joint", "p", "seed", "checkpoint_steps", "first_check_steps"}
 IGNORED_SECTIONS = {"eval", "distribute"}
 #: Every field's current default, by name (see `flat_config`).
 DEFAULTS = {

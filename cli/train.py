@@ -70,6 +70,6 @@ def train(ctx: click.Context, **flags) -> None:
         "valid": {k: metrics["valid"][k] for k in RANK_METRICS},
         "epochs": metrics["epochs"],
         "train_seconds": metrics["train_seconds"],
-        **{k: metrics[k] for k in ("warm_start", "final_weights_sha256") if k in metrics},
+        **{k: metrics[k] for k in ("warm_start", "final_weights_sha256", "first_check", "warnings") if k in metrics},
     }
     click.echo(json.dumps(summary))

@@ -2,8 +2,9 @@
 
 ``fit`` (or the parameter-server loop, `jobi_tf.ps_training`) runs them in this order:
 `StopGuard` (signals, NaN), `Throughput`, `EvaluationCallback` (validation, early stopping,
-best weights, the resumable checkpoint), `PeriodicCheckpoint` and the TensorBoard summaries
-(`jobi_tf.summaries.RunSummaries`). What they share is one `LoopState`, saved in every
+best weights, the resumable checkpoint; it calls `jobi_tf.stalls.StallCheck` at each epoch's
+end), `jobi_tf.stalls.FirstCheck` (``--first-check-steps``), `PeriodicCheckpoint` and the
+TensorBoard summaries (`jobi_tf.summaries.RunSummaries`). What they share is one `LoopState`, saved in every
 checkpoint, so a resumed run continues exactly where the last one stopped.
 """
 
@@ -18,6 +19,7 @@ import signal
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,8 @@ class LoopState:
         best_valid: the validation metrics of ``best`` (None before the first validation).
         warm_start: what ``--init-from`` carried over (None without it).
         final_weights_sha256: multi-worker runs: the digest every worker must agree on.
+        warnings: what `jobi_tf.stalls` warned of (None before a warning), ``metrics.json``'s ``warnings``.
+        first_check: the result of ``--first-check-steps`` (`jobi_tf.stalls.FirstCheck`; None without it).
     """
 
     epoch: int = 0
@@ -69,6 +73,8 @@ class LoopState:
     best_valid: dict | None = None
     warm_start: dict | None = None
     final_weights_sha256: str | None = None
+    warnings: list[dict] | None = None
+    first_check: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The checkpoint's JSON (fields still None are left out, as before they existed)."""
@@ -215,6 +221,10 @@ class EvaluationCallback(keras.callbacks.Callback):
     (so TensorBoard, placed after it, records them), saves ``best.weights.npz`` when the
     monitored validation metric (Hits@10 by default, as the paper) improves, stops after
     ``patience`` validations without improvement, and writes the resumable ``checkpoint.npz``.
+
+    ``on_epoch_done(epoch, logs)``, if given, sees every epoch that ran to its end (1-based,
+    with the ``val_*`` logs when it was validated) before the checkpoint is written, so what
+    it records in the loop state is saved with it (`jobi_tf.stalls.StallCheck.epoch_end`).
     """
 
     def __init__(
@@ -227,8 +237,10 @@ class EvaluationCallback(keras.callbacks.Callback):
         monitor: str = "hits@10",
         write: bool = True,
         guard: StopGuard | None = None,
+        on_epoch_done: Callable[[int, dict], Any] | None = None,
     ):
         super().__init__()
+        self.on_epoch_done = on_epoch_done
         self.guard = guard  # an epoch it cut short is neither validated nor checkpointed
         self.write = write  # False on the workers of a cluster that are not the chief
         self.monitor = monitor
@@ -247,7 +259,11 @@ class EvaluationCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         logs = logs if logs is not None else {}
         done = epoch + 1
-        if done % self.eval_every or (self.guard is not None and self.guard.cut_short):
+        if self.guard is not None and self.guard.cut_short:
+            return
+        if done % self.eval_every:
+            if self.on_epoch_done is not None:
+                self.on_epoch_done(done, logs)
             return
         if any(isinstance(v, float) and not math.isfinite(v) for v in logs.values()):
             return  # never checkpoint non-finite weights
@@ -267,6 +283,8 @@ class EvaluationCallback(keras.callbacks.Callback):
             if state.stopped_early(self.patience):
                 logger.info("early stopping: no better validation %s for %d validations", self.monitor, self.patience)
                 self.model.stop_training = True
+        if self.on_epoch_done is not None:
+            self.on_epoch_done(done, logs)
         state.epoch, state.step = done, 0
         state.train_seconds = self.elapsed()
         if self.write:

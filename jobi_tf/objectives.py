@@ -88,6 +88,15 @@ class Objective:
         """A scalar, reduced as a Keras loss is (see the module docstring)."""
         raise NotImplementedError
 
+    def uniform_loss(self, num_entities: int) -> float | None:
+        """The loss when every candidate scores the same (None: not defined for this objective).
+
+        Why: a training loss that stays there has learned nothing; `jobi_tf.stalls` warns
+        when an epoch ends at it. Only an objective whose value there does not depend on the
+        data or on the common score has one (a softmax over a fixed set of candidates).
+        """
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(head={self.head}, name={self.name!r})"
 

@@ -5,8 +5,9 @@ best weights, metrics, TensorBoard logs), which is enough to resume, evaluate or
 
 The loop is Keras's own ``fit``; behaviour is added by callbacks: `EvaluationCallback`
 (filtered validation every ``eval_every`` epochs, early stopping on the monitored metric,
-best weights, resumable checkpoint), `StopGuard` (signals, NaN), `Throughput` and
-`jobi_tf.summaries.RunSummaries` (TensorBoard).
+best weights, resumable checkpoint), `StopGuard` (signals, NaN), `Throughput`,
+`jobi_tf.summaries.RunSummaries` (TensorBoard) and `jobi_tf.stalls` (a run that has not
+started to learn says so: at each epoch's end, and with ``--first-check-steps`` early in the first).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from jobi_tf import ps_training, regimes, summaries
+from jobi_tf import ps_training, regimes, stalls, summaries
 from jobi_tf.atomic import write_json_atomic
 from jobi_tf.callbacks import (
     EvaluationCallback,
@@ -166,18 +167,11 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
     if chief:
         summaries.write_hparams(folder.tensorboard, cfg)
-    guard = StopGuard(steps, first=(state.epoch, state.step))
-    validation = EvaluationCallback(
-        evaluator, run_dir, cfg.train.eval_every, cfg.train.patience, state, cfg.train.monitor, chief, guard
-    )
-    callbacks = [guard, Throughput(cfg.sampler.batch_size), validation]
-    if cfg.train.checkpoint_steps:
-        callbacks.append(PeriodicCheckpoint(cfg.train.checkpoint_steps, run_dir, state, guard, write=chief))
-    if chief:
-        callbacks.append(summaries.RunSummaries(folder.tensorboard, state))
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
     verbose = verbose if chief else 0
+    callbacks = _callbacks(cfg, run_dir, model, evaluator, state, steps, chief, bool(verbose))
+    guard, validation = callbacks[0], callbacks[2]
 
     def fit(first_epoch: int, first_step: int, last_epoch: int) -> None:
         if trainer is not None:
@@ -201,6 +195,26 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         kept = ("epoch", "final_weights_sha256")
         return TrainResult(run_dir, {k: v for k, v in state.to_dict().items() if k in kept})
     return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
+
+
+def _callbacks(cfg, run_dir, model, evaluator, state: LoopState, steps: int, chief: bool, announce: bool) -> list:
+    """The ``fit`` callbacks, in the order they must run: `StopGuard`, `Throughput`,
+    `EvaluationCallback` (with the end-of-epoch `jobi_tf.stalls.StallCheck`), then the optional
+    `jobi_tf.stalls.FirstCheck` and `PeriodicCheckpoint`, and the chief's TensorBoard summaries."""
+    guard = StopGuard(steps, first=(state.epoch, state.step))
+    stall = stalls.StallCheck.for_model(model, cfg, evaluator, steps, state)
+    train = cfg.train
+    validation = EvaluationCallback(
+        evaluator, run_dir, train.eval_every, train.patience, state, train.monitor, chief, guard, stall.epoch_end
+    )
+    callbacks = [guard, Throughput(cfg.sampler.batch_size), validation]
+    if train.first_check_steps:
+        callbacks.append(stalls.FirstCheck(train.first_check_steps, evaluator, stall, guard, announce))
+    if train.checkpoint_steps:
+        callbacks.append(PeriodicCheckpoint(train.checkpoint_steps, run_dir, state, guard, write=chief))
+    if chief:
+        callbacks.append(summaries.RunSummaries(RunFolder(run_dir).tensorboard, state))
+    return callbacks
 
 
 def _build_or_restore(cfg, run_dir, index, strategy, growth):
@@ -350,6 +364,8 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         "history": state.history,
         **({"warm_start": state.warm_start} if state.warm_start is not None else {}),
         **({"final_weights_sha256": state.final_weights_sha256} if state.final_weights_sha256 else {}),
+        **({"first_check": state.first_check} if state.first_check is not None else {}),
+        **({"warnings": state.warnings} if state.warnings else {}),
     }
     write_json_atomic(folder.metrics, metrics)
     summaries.write_test(folder.tensorboard, metrics["test"], metrics["valid"], metrics["best_epoch"])

@@ -2,8 +2,8 @@
 
 Field names are the CLI flag names (``batch_size`` ↔ ``--batch-size``), so a bad value is
 reported as the flag the user typed. Defaults are the paper's and its code's. The sections
-live in `jobi_tf.config.sections`, what a field is made of in `jobi_tf.config.fields`; every
-name is importable from here.
+live in `jobi_tf.config.sections` and `jobi_tf.config.distribution`, what a field is made of
+in `jobi_tf.config.fields`; every name is importable from here.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import dataclasses
 import json
 from typing import Any
 
+from jobi_tf.config.distribution import DistributeConfig
 from jobi_tf.config.fields import (
     LAZY_MIN_ROWS,
     LOSSES,
@@ -27,7 +28,6 @@ from jobi_tf.config.fields import (
 )
 from jobi_tf.config.sections import (
     DataConfig,
-    DistributeConfig,
     EvalConfig,
     ModelConfig,
     SamplerConfig,
@@ -113,6 +113,7 @@ class RunConfig:
         d["train"].pop("epochs")
         d["train"].pop("patience")
         d["train"].pop("checkpoint_steps")  # when to save, not what is trained
+        d["train"].pop("first_check_steps")  # a look at the model, not what is trained
         d["train"].pop("steps_per_execution")  # how steps are dispatched, not which
         return d
 

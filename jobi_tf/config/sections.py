@@ -1,5 +1,6 @@
 """The sections of a run's config, one frozen dataclass per stage: data, sampler, model,
-training, evaluation, distribution (`jobi_tf.config.RunConfig` composes them)."""
+training, evaluation (`jobi_tf.config.RunConfig` composes them; where it runs is
+`jobi_tf.config.distribution`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from jobi_tf.config.fields import (
     RANK_TYPES,
     REGULARIZERS,
     RESTRICTS,
-    STRATEGIES,
     _choice,
     _positive_float,
     _positive_int,
@@ -28,7 +28,7 @@ from jobi_tf.config.fields import (
 )
 from jobi_tf.errors import ConfigError
 
-__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "DistributeConfig"]
+__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -208,6 +208,10 @@ class TrainConfig:
         epochs: upper bound; early stopping usually ends sooner.
         eval_every: validate (and checkpoint) every this many epochs.
         checkpoint_steps: also checkpoint every this many steps inside an epoch (0: never).
+        first_check_steps: after this many steps of the first epoch, validate a fixed sample of
+            validation triples and warn if the model has not started to learn
+            (`jobi_tf.stalls.FirstCheck`; 0: never). Why: on a large graph the first epoch's
+            end, and its validation, may be an hour away.
         patience: stop after this many validations without a better ``monitor``.
         monitor: the validation metric that picks the best weights and stops the run: ``hits@10``
             (the paper's) or ``mrr``/``hits@1``/``hits@3`` (on FB15k-237 Hits@10 creeps up for longer).
@@ -270,6 +274,12 @@ class TrainConfig:
         "steps; for epochs that take hours.",
         metavar="N",
     )
+    first_check_steps: int = setting(
+        0,
+        "After N steps of the first epoch, validate a fixed sample of up to 500 validation triples and warn if "
+        "the model is still at chance (0: off); for large graphs, whose first epoch takes long.",
+        metavar="N",
+    )
     patience: int = setting(3, "Stop after this many validations without a better --monitor.")
     monitor: str = setting(
         "hits@10", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
@@ -315,6 +325,7 @@ class TrainConfig:
         _positive_int("epochs", self.epochs)
         _positive_int("eval_every", self.eval_every)
         _positive_int("checkpoint_steps", self.checkpoint_steps, minimum=0)
+        _positive_int("first_check_steps", self.first_check_steps, minimum=0)
         _positive_int("steps_per_execution", self.steps_per_execution)
         _positive_int("patience", self.patience)
         _choice("monitor", self.monitor, MONITORS)
@@ -363,38 +374,3 @@ class EvalConfig:
         _choice("rank_type", self.rank_type, RANK_TYPES)
         _choice("restrict", self.restrict, RESTRICTS)
         _probability("pair_threshold", self.pair_threshold)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DistributeConfig:
-    """Where a run trains (`jobi_tf.distribute`); not part of what must match to resume.
-
-    Attributes:
-        strategy: ``default`` (one device), ``mirrored`` (the GPUs, or logical CPUs, of this
-            machine), ``multi-worker`` (the cluster in ``$TF_CONFIG``, tables mirrored) or
-            ``parameter-server`` (the cluster in ``$TF_CONFIG``, tables row-sharded over its
-            ``ps`` tasks: `jobi_tf.ps_training`).
-        gpus: comma-separated GPU numbers for ``mirrored`` (None: all).
-        logical_cpus: split the CPU into this many devices (0: leave it whole).
-        ps_shards: row blocks of the entity table under ``parameter-server`` (0: one per
-            parameter server; blocks go to the servers round-robin).
-    """
-
-    strategy: str = setting(
-        "default",
-        "default: one device; mirrored: this machine's GPUs (or logical CPUs); "
-        "multi-worker: the cluster in $TF_CONFIG; parameter-server: that cluster, tables sharded over its ps tasks.",
-        choices=STRATEGIES,
-    )
-    gpus: str | None = setting(None, "GPUs for --strategy mirrored, e.g. 0,1 (default: all).", metavar="LIST")
-    logical_cpus: int = setting(
-        0, "Split the CPU into N devices (mirrored without GPUs; also $JOBI_TF_LOGICAL_CPUS).", metavar="N"
-    )
-    ps_shards: int = setting(
-        0, "Row blocks of the entity table under --strategy parameter-server (default: one per ps task).", metavar="N"
-    )
-
-    def __post_init__(self) -> None:
-        _choice("strategy", self.strategy, STRATEGIES)
-        _positive_int("logical_cpus", self.logical_cpus, 0)
-        _positive_int("ps_shards", self.ps_shards, 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import keras
 import tensorflow as tf
 
@@ -54,6 +56,12 @@ class FullSoftmax(Objective):
             tail = tail + boost * tf.cast(features["pair_labels_tail"], tail.dtype)
             head = head + boost * tf.cast(features["pair_labels_head"], head.dtype)
         return self._direction(triples[:, TAIL], tail) + self._direction(triples[:, HEAD], head)
+
+    def uniform_loss(self, num_entities: int) -> float | None:
+        """``2 ln N``: `loss` sums the tail and head softmaxes over ``N`` entities, each ``ln N``
+        at a uniform softmax (label smoothing's term is ``ln N`` there too). None with
+        ``slot_weight``, whose boosted logits are not uniform when the scores are."""
+        return None if self.slot_weight else 2.0 * math.log(num_entities)
 
     def _direction(self, targets: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
         nll = self._loss(targets, logits)
