@@ -434,6 +434,29 @@ def jobi_points(progress: dict, metrics: dict, state: dict, table: dict, steps: 
         add_point(progress, point)
 
 
+def answer_parts(run: Path, cfg, entities, index) -> dict | None:
+    """Filtered test metrics of the run's best weights in two parts, on a graph of
+    `replicate_kg.py` (its folder has ``replicate.json``): queries whose answer is a hub, whose
+    answer is a copied entity; None on any other graph. Counting slot frequencies gets most hub
+    answers right; the copied answers are where a graph's size bites (docs/replicated-graph.md)."""
+    from popularity_ranking import hub_entities
+
+    from jobi_tf.checkpoints import load_weights
+    from jobi_tf.evaluation import FilteredEvaluator, rank_metrics
+    from jobi_tf.training import build_model
+
+    folder = cfg.data.data_dir
+    hub = hub_entities(entities.labels, Path(folder), asked=False) if folder else None
+    if hub is None:
+        return None
+    model = build_model(index, cfg)
+    load_weights(run / "best.weights.npz", model)
+    ranks = FilteredEvaluator(index, cfg.eval).ranks(model, index.test)
+    values, answer_is_hub = ranks.get(cfg.eval.rank_type), hub[ranks.targets]
+    parts = {"hub answers": values[answer_is_hub], "copied answers": values[~answer_is_hub]}
+    return {name: {**rank_metrics(v), "count": int(len(v))} for name, v in parts.items()}
+
+
 def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) -> dict:
     from jobi_tf.sampling import TrainingQueries, query_steps_per_epoch, steps_per_epoch
     from jobi_tf.training import load_data, train
@@ -460,6 +483,7 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
         if metrics_path.exists():
             metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
             if metrics["epochs"] == state["epoch"] and state["step"] == 0:
+                known = {p["budget_s"] for p in progress["points"]}
                 jobi_points(progress, metrics, state, table, steps, budgets, args.monitor)
                 if args.stop_after and state["wait"] >= args.stop_after:
                     at = state["epoch"]
@@ -479,6 +503,10 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
                         },
                         args.stop_after,
                     )
+                new = [p for p in progress["points"] if p["budget_s"] not in known and p["exact"]]
+                if new and (parts := answer_parts(run, cfg, entities, index)):
+                    for point in new:  # this call's points: the model its run holds now
+                        point["test_parts"] = parts
         for point in progress["points"]:  # later epochs refine the steady epoch time
             if point["epochs"] <= state["epoch"]:
                 point["restart_overhead_s_est"] = restart_overhead(table, steps, point["epochs"])

@@ -177,3 +177,39 @@ def test_a_validated_model_is_freed_at_once():
     finally:
         gc.enable()
     assert metrics == {k: 0.07 for k in RANK_METRICS}
+
+
+def test_answer_parts_of_a_replicated_graph_recombine_into_the_whole_test_metrics(tmp_path):
+    """On a graph with ``replicate.json`` (hubs: labels without ``#``), the hub-answer and
+    copied-answer parts rank every test query once: their counts add up to the run's, and
+    their count-weighted MRR and Hits@10 are the run's own. Elsewhere: no parts."""
+    from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+    from jobi_tf.training import load_data, train
+
+    rng = np.random.default_rng(0)
+    labels = [f"hub{i}" for i in range(4)] + [f"e{i}#{k}" for i in range(12) for k in range(2)]
+    triples = {
+        (labels[h], f"r{r}", labels[t])
+        for h, r, t in zip(*rng.integers(0, 28, (2, 400)), rng.integers(0, 3, 400), strict=False)
+        if h != t
+    }
+    triples = sorted(triples)
+    for split, rows in {"train": triples[40:], "valid": triples[:20], "test": triples[20:40]}.items():
+        (tmp_path / f"{split}.txt").write_text("".join("\t".join(t) + "\n" for t in rows))
+    cfg = RunConfig(
+        data=DataConfig(data_dir=str(tmp_path)),
+        sampler=SamplerConfig(batch_size=50, neg=8, p=0.0),
+        model=ModelConfig(model="complex", dim=8, joint=False),
+        train=TrainConfig(epochs=2, eval_every=1, jit_compile=False),
+    )
+    entities, relations, index = load_data(cfg)
+    whole = train(cfg, tmp_path / "run", verbose=0, data=(entities, relations, index)).metrics["test"]
+    assert aph.answer_parts(tmp_path / "run", cfg, entities, index) is None  # no replicate.json yet
+    (tmp_path / "replicate.json").write_text("{}")
+    parts = aph.answer_parts(tmp_path / "run", cfg, entities, index)
+    hub, copied = parts["hub answers"], parts["copied answers"]
+    assert hub["count"] > 0 and copied["count"] > 0
+    assert hub["count"] + copied["count"] == whole["count"]
+    for metric in ("mrr", "hits@10"):
+        combined = (hub[metric] * hub["count"] + copied[metric] * copied["count"]) / whole["count"]
+        assert combined == pytest.approx(whole[metric], abs=1e-6)
