@@ -154,8 +154,9 @@ def headline(metrics: dict) -> dict:
     return out
 
 
-def freed_after(build, evaluator, split: str) -> dict:
-    """`headline` metrics on ``split`` of the model ``build()`` returns, the model freed at once.
+def freed_after(build, evaluator, split: str, hub: np.ndarray | None = None) -> dict:
+    """`headline` metrics on ``split`` of the model ``build()`` returns, the model freed at once;
+    with ``hub`` (a replicated graph's hubs) also its `answer_parts` as ``parts``.
 
     Why: a Keras model sits in reference cycles, which only Python's cyclic collector frees, and
     that runs on counts of objects, not bytes: each validation of a PBG export left its entity
@@ -163,10 +164,35 @@ def freed_after(build, evaluator, split: str) -> dict:
     """
     model = build()
     try:
-        return headline(evaluator.evaluate(model, split))
+        if hub is None:
+            return headline(evaluator.evaluate(model, split))
+        ranks = evaluator.ranks(model, evaluator.index.split(split))
+        return {
+            **headline(evaluator.metrics_from_ranks(ranks)),
+            "parts": answer_parts(ranks, evaluator.cfg.rank_type, hub),
+        }
     finally:
         del model
         gc.collect()
+
+
+def replicated_hubs(folder, entities) -> np.ndarray | None:
+    """bool per entity id: a hub, on a graph of `replicate_kg.py` (its folder has
+    ``replicate.json``); None on any other graph."""
+    from popularity_ranking import hub_entities
+
+    return hub_entities(entities.labels, Path(folder), asked=False) if folder else None
+
+
+def answer_parts(ranks, rank_type: str, hub: np.ndarray) -> dict:
+    """Rank metrics of the queries whose answer is a hub and of those whose answer is a copied
+    entity. Counting slot frequencies gets most hub answers right; the copied answers are where
+    a graph's size bites (docs/replicated-graph.md)."""
+    from jobi_tf.evaluation import rank_metrics
+
+    values, answer_is_hub = ranks.get(rank_type), hub[ranks.targets]
+    parts = {"hub answers": values[answer_is_hub], "copied answers": values[~answer_is_hub]}
+    return {name: {**rank_metrics(v), "count": int(len(v))} for name, v in parts.items()}
 
 
 def best_so_far(validations: list[dict], monitor: str, upto: int) -> dict | None:
@@ -434,27 +460,18 @@ def jobi_points(progress: dict, metrics: dict, state: dict, table: dict, steps: 
         add_point(progress, point)
 
 
-def answer_parts(run: Path, cfg, entities, index) -> dict | None:
-    """Filtered test metrics of the run's best weights in two parts, on a graph of
-    `replicate_kg.py` (its folder has ``replicate.json``): queries whose answer is a hub, whose
-    answer is a copied entity; None on any other graph. Counting slot frequencies gets most hub
-    answers right; the copied answers are where a graph's size bites (docs/replicated-graph.md)."""
-    from popularity_ranking import hub_entities
-
+def run_answer_parts(run: Path, cfg, index, hub: np.ndarray) -> dict:
+    """`answer_parts` of the test set under the run folder's best weights."""
     from jobi_tf.checkpoints import load_weights
-    from jobi_tf.evaluation import FilteredEvaluator, rank_metrics
+    from jobi_tf.evaluation import FilteredEvaluator
     from jobi_tf.training import build_model
 
-    folder = cfg.data.data_dir
-    hub = hub_entities(entities.labels, Path(folder), asked=False) if folder else None
-    if hub is None:
-        return None
-    model = build_model(index, cfg)
-    load_weights(run / "best.weights.npz", model)
-    ranks = FilteredEvaluator(index, cfg.eval).ranks(model, index.test)
-    values, answer_is_hub = ranks.get(cfg.eval.rank_type), hub[ranks.targets]
-    parts = {"hub answers": values[answer_is_hub], "copied answers": values[~answer_is_hub]}
-    return {name: {**rank_metrics(v), "count": int(len(v))} for name, v in parts.items()}
+    def best():
+        model = build_model(index, cfg)
+        load_weights(run / "best.weights.npz", model)
+        return model
+
+    return freed_after(best, FilteredEvaluator(index, cfg.eval), "test", hub)["parts"]
 
 
 def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) -> dict:
@@ -463,6 +480,7 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
 
     cfg = jobi_config(args, dataset_flags)
     entities, relations, index = load_data(cfg)
+    hub = replicated_hubs(cfg.data.data_dir, entities)
     batch = cfg.sampler.batch_size
     if cfg.train.loss == "k-vs-all":
         steps = query_steps_per_epoch(TrainingQueries.from_index(index), batch)
@@ -504,9 +522,10 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
                         args.stop_after,
                     )
                 new = [p for p in progress["points"] if p["budget_s"] not in known and p["exact"]]
-                if new and (parts := answer_parts(run, cfg, entities, index)):
+                if new and hub is not None:
+                    parts = run_answer_parts(run, cfg, index, hub)
                     for point in new:  # this call's points: the model its run holds now
-                        point["test_parts"] = parts
+                        point["test"]["parts"] = parts
         for point in progress["points"]:  # later epochs refine the steady epoch time
             if point["epochs"] <= state["epoch"]:
                 point["restart_overhead_s_est"] = restart_overhead(table, steps, point["epochs"])
@@ -614,6 +633,7 @@ def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> d
     p = pbg_flags(args.flags)
     entities, relations, index = build_index(read_split_folder(folder), name)  # as pbg_vs_jobi.py
     evaluator = FilteredEvaluator(index, EvalConfig(), relation_labels=relations.labels)
+    hub = replicated_hubs(folder, entities)
     work = out / "pbg"
     st = progress.setdefault(
         "pbg", {"epochs_done": 0, "epoch_seconds": [], "validated": [], "best": None, "calls": [], "first_of_call": []}
@@ -667,7 +687,7 @@ def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> d
                 if budget in recorded(progress) or cum_at(epoch) < budget:
                     continue
                 best = st["best"]["epoch"]
-                test = freed_after(functools.partial(pbg_at, best), evaluator, "test")
+                test = freed_after(functools.partial(pbg_at, best), evaluator, "test", hub)
                 firsts = [e for e in st["first_of_call"] if e <= epoch]
                 steady = [s for e, s in enumerate(st["epoch_seconds"][:epoch], 1) if e not in st["first_of_call"]]
                 est = median_or_none(steady[-10:])
@@ -704,7 +724,7 @@ def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> d
                         "best_epoch": best,
                         "validations": len(st["validated"]),
                         "valid": st["best"]["valid"],
-                        "test": freed_after(functools.partial(pbg_at, best), evaluator, "test"),
+                        "test": freed_after(functools.partial(pbg_at, best), evaluator, "test", hub),
                         "sessions": len([e for e in st["first_of_call"] if e <= epoch]),
                         "restart_overhead_s_est": None,
                         "estimated_seconds_epochs": [],

@@ -204,9 +204,11 @@ def test_answer_parts_of_a_replicated_graph_recombine_into_the_whole_test_metric
     )
     entities, relations, index = load_data(cfg)
     whole = train(cfg, tmp_path / "run", verbose=0, data=(entities, relations, index)).metrics["test"]
-    assert aph.answer_parts(tmp_path / "run", cfg, entities, index) is None  # no replicate.json yet
+    assert aph.replicated_hubs(str(tmp_path), entities) is None  # no replicate.json yet
     (tmp_path / "replicate.json").write_text("{}")
-    parts = aph.answer_parts(tmp_path / "run", cfg, entities, index)
+    hubs = aph.replicated_hubs(str(tmp_path), entities)
+    assert hubs.any() and all(("#" not in str(label)) == hub for label, hub in zip(entities.labels, hubs, strict=True))
+    parts = aph.run_answer_parts(tmp_path / "run", cfg, index, hubs)
     hub, copied = parts["hub answers"], parts["copied answers"]
     assert hub["count"] > 0 and copied["count"] > 0
     assert hub["count"] + copied["count"] == whole["count"]
