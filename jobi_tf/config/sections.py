@@ -13,7 +13,7 @@ from jobi_tf.config.fields import (
     INITS,
     LAZY_MIN_ROWS,
     LOSSES,
-    MATMUL_DTYPES,
+    MATMUL_DTYPE_CHOICES,
     MODELS,
     MONITORS,
     OPTIMIZERS,
@@ -28,7 +28,10 @@ from jobi_tf.config.fields import (
 )
 from jobi_tf.errors import ConfigError
 
-__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig"]
+__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "AUTO_BIASED_CHUNK"]
+
+#: ``--biased-chunk``'s default where it applies: the recommended recipe's (README's first row).
+AUTO_BIASED_CHUNK = 10
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,6 +82,10 @@ class DataConfig:
 class SamplerConfig:
     """How negatives are drawn.
 
+    The defaults are the recommended sampled recipe (1000 positives x 100 negatives, the
+    uniform ones shared by the batch, the biased ones by runs of 10: README's first row);
+    ``jobi-tf train --preset paper`` is the paper's 500 x 50 per-triple negatives.
+
     Attributes:
         batch_size: positives per step (global, across replicas).
         neg: negatives per positive.
@@ -86,7 +93,9 @@ class SamplerConfig:
             training heads/tails instead of all entities (0 = uniform negatives).
         shared_negatives: 0 for per-triple negatives (the paper's semantics); C > 0 shares
             the uniform negatives within chunks of C positives, which turns the scoring of
-            those negatives into a matmul (biased ones too with ``biased_chunk``).
+            those negatives into a matmul (biased ones too with ``biased_chunk``). None
+            (the default) is chosen when the run starts (`resolved`): each replica's whole
+            batch with a sampled loss, 0 with a loss that scores every entity.
         corrupt_side: ``"per-negative"`` flips the head-or-tail coin for every negative, so
             one positive's softmax mixes head and tail corruptions; ``"per-positive"``
             flips it once per positive, so each softmax ranks the answers of one query
@@ -99,24 +108,35 @@ class SamplerConfig:
             from the training slot of one of the run's positives, picked at random; pair
             labels are looked up per positive (`jobi_tf.sampling.NegativeSampler`). A cheaper
             JoBi step: a run of one relation gets exactly its slot's negatives, shared.
+            None (the default) is chosen when the run starts (`resolved`): `AUTO_BIASED_CHUNK`
+            where it can be (biased negatives, shared negatives, a chunk it divides, a
+            ``pair_every`` that divides it), else 0.
     """
 
-    batch_size: int = setting(500, "Positive triples per step.")
-    neg: int = setting(50, "Negatives per positive.")
+    batch_size: int = setting(1000, "Positive triples per step.")
+    neg: int = setting(100, "Negatives per positive.")
     p: float = setting(0.0, "Probability of drawing a negative from the relation's training heads/tails (biased).")
-    shared_negatives: int = setting(
-        0, "Share the uniform negatives within chunks of C positives (0 = per triple).", metavar="C"
+    shared_negatives: int | None = setting(
+        None,
+        "Share the uniform negatives within chunks of C positives (0 = per triple, the paper's). "
+        "Default: the whole batch (of each replica) with a sampled loss, 0 with a loss that scores every entity.",
+        metavar="C",
+        type=int,
+        shown_default="auto",
     )
     corrupt_side: str = setting(
         "per-positive",
         "Flip the head-or-tail coin for every negative, or once per positive (each softmax ranks one query).",
         choices=CORRUPT_SIDES,
     )
-    biased_chunk: int = setting(
-        0,
+    biased_chunk: int | None = setting(
+        None,
         "With --shared-negatives: share the biased negatives within runs of C_b positives of the batch "
-        "sorted by relation and side (0 = per triple).",
+        f"sorted by relation and side (0 = per triple). Default: {AUTO_BIASED_CHUNK} with --p > 0 and shared "
+        f"negatives when {AUTO_BIASED_CHUNK} divides the chunk and --pair-every divides {AUTO_BIASED_CHUNK}, else 0.",
         metavar="C_b",
+        type=int,
+        shown_default="auto",
     )
 
     def __post_init__(self) -> None:
@@ -124,19 +144,48 @@ class SamplerConfig:
         _choice("corrupt_side", self.corrupt_side, CORRUPT_SIDES)
         _positive_int("neg", self.neg)
         _probability("p", self.p)
-        _positive_int("shared_negatives", self.shared_negatives, 0)
-        if self.shared_negatives and self.batch_size % self.shared_negatives:
-            raise ConfigError(
-                "shared_negatives",
-                f"must divide --batch-size {self.batch_size}. Received: {self.shared_negatives}",
-            )
-        _positive_int("biased_chunk", self.biased_chunk, 0)
-        if self.biased_chunk and not self.shared_negatives:
-            raise ConfigError("biased_chunk", "needs --shared-negatives C (the uniform negatives shared as well)")
-        if self.biased_chunk and self.batch_size % self.biased_chunk:
-            raise ConfigError(
-                "biased_chunk", f"must divide --batch-size {self.batch_size}. Received: {self.biased_chunk}"
-            )
+        if self.shared_negatives is not None:
+            _positive_int("shared_negatives", self.shared_negatives, 0)
+            if self.shared_negatives and self.batch_size % self.shared_negatives:
+                raise ConfigError(
+                    "shared_negatives",
+                    f"must divide --batch-size {self.batch_size}. Received: {self.shared_negatives}",
+                )
+        if self.biased_chunk is not None:
+            _positive_int("biased_chunk", self.biased_chunk, 0)
+            if self.biased_chunk and self.shared_negatives == 0:
+                raise ConfigError("biased_chunk", "needs --shared-negatives C (the uniform negatives shared as well)")
+            if self.biased_chunk and self.batch_size % self.biased_chunk:
+                raise ConfigError(
+                    "biased_chunk", f"must divide --batch-size {self.batch_size}. Received: {self.biased_chunk}"
+                )
+
+    @property
+    def is_resolved(self) -> bool:
+        """Whether every setting is a number (no ``None`` left for `resolved` to choose)."""
+        return self.shared_negatives is not None and self.biased_chunk is not None
+
+    def resolved(self, *, sampled: bool = True, pair_every: int = 1, replicas: int = 1) -> SamplerConfig:
+        """This config with ``None`` settings chosen: what a run records in ``config.json``.
+
+        ``shared_negatives``: each replica's whole batch with a sampled loss (``sampled``),
+        0 with a loss that scores every entity (negatives have no meaning there).
+        ``biased_chunk``: `AUTO_BIASED_CHUNK` when there are biased negatives (``p > 0``) and
+        shared ones, it divides their chunk, and ``pair_every`` divides it; else 0.
+
+        Why: the defaults are the recommended sampled recipe (README's first row), and a run
+        that changes the batch, the loss, ``p`` or the devices should still get a valid
+        setting, not an error about a flag it never gave. Settings given stay as given.
+        """
+        shared = self.shared_negatives
+        if shared is None:
+            per_replica = self.batch_size // replicas if self.batch_size % replicas == 0 else 0
+            shared = per_replica if sampled else 0
+        chunk = self.biased_chunk
+        if chunk is None:
+            fits = shared and shared % AUTO_BIASED_CHUNK == 0 and AUTO_BIASED_CHUNK % pair_every == 0
+            chunk = AUTO_BIASED_CHUNK if sampled and self.p > 0 and fits else 0
+        return dataclasses.replace(self, shared_negatives=shared, biased_chunk=chunk)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -206,20 +255,25 @@ class TrainConfig:
             (one accumulator per entity row: `jobi_tf.optimizers.RowAdagrad`), or ``auto``: dense Adam
             below `LAZY_MIN_ROWS` entities, lazy above; a run records the optimizer ``auto`` chose.
         epochs: upper bound; early stopping usually ends sooner.
-        eval_every: validate (and checkpoint) every this many epochs.
+        eval_every: validate (and checkpoint) every this many epochs (default 1, with ``patience``
+            10 and ``monitor`` ``mrr``: the recommended recipe's; the paper's 5, 3 and ``hits@10``
+            are ``--preset paper``'s).
         checkpoint_steps: also checkpoint every this many steps inside an epoch (0: never).
         first_check_steps: after this many steps of the first epoch, validate a fixed sample of
             validation triples and warn if the model has not started to learn
             (`jobi_tf.stalls.FirstCheck`; 0: never). Why: on a large graph the first epoch's
             end, and its validation, may be an hour away.
         patience: stop after this many validations without a better ``monitor``.
-        monitor: the validation metric that picks the best weights and stops the run: ``hits@10``
-            (the paper's) or ``mrr``/``hits@1``/``hits@3`` (on FB15k-237 Hits@10 creeps up for longer).
+        monitor: the validation metric that picks the best weights and stops the run: ``mrr`` (the
+            default), ``hits@10`` (the paper's) or ``hits@1``/``hits@3`` (on FB15k-237 Hits@10 creeps up
+            for longer).
         jit_compile: compile the train step with XLA (explicit, never Keras's "auto").
         steps_per_execution: steps per call of the compiled step (Keras's own): a call's round trip
             was a fifth of a sampled step (docs/performance.md). Each epoch is its own ``fit``.
         matmul_dtype: dtype of the products that score every entity in training (``full-softmax``,
-            ``k-vs-all``; ``bfloat16`` for those products only: docs/performance.md).
+            ``k-vs-all``; ``bfloat16`` for those products only: docs/performance.md); ``auto``
+            picks ``bfloat16`` when the step runs without XLA on a CPU with bfloat16 dot products
+            (``avx512_bf16`` or ``amx_bf16``), else ``float32``, when the run starts (recorded).
         init_from: a run folder whose weights (and optimizer state) start this run, matched by
             entity and relation name (`jobi_tf.growth`); None: fresh tables.
         replay: with ``init_from``, the share of the source run's training triples each epoch
@@ -267,7 +321,7 @@ class TrainConfig:
         choices=OPTIMIZERS,
     )
     epochs: int = setting(200, "Maximum epochs.")
-    eval_every: int = setting(5, "Validate every N epochs.")
+    eval_every: int = setting(1, "Validate every N epochs.")
     checkpoint_steps: int = setting(
         0,
         "Also checkpoint every N steps inside an epoch (0: only at validations), so a crash loses at most N "
@@ -280,9 +334,9 @@ class TrainConfig:
         "the model is still at chance (0: off); for large graphs, whose first epoch takes long.",
         metavar="N",
     )
-    patience: int = setting(3, "Stop after this many validations without a better --monitor.")
+    patience: int = setting(10, "Stop after this many validations without a better --monitor.")
     monitor: str = setting(
-        "hits@10", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
+        "mrr", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
     )
     jit_compile: bool = setting(True, "Compile the train step with XLA.", flag="jit")
     steps_per_execution: int = setting(1, "Steps per compiled call (faster; progress moves N at once).", metavar="N")
@@ -290,8 +344,9 @@ class TrainConfig:
         "float32",
         "With --loss full-softmax or k-vs-all: dtype of the products that score every entity in training "
         "(bfloat16: faster with --no-jit on CPUs with AVX512-BF16, about 20x slower on CPUs without bfloat16 dot "
-        "products; weights and evaluation stay float32).",
-        choices=MATMUL_DTYPES,
+        "products; weights and evaluation stay float32). auto: bfloat16 with --no-jit on a CPU with avx512_bf16 "
+        "or amx_bf16, else float32 (the run records the choice).",
+        choices=MATMUL_DTYPE_CHOICES,
     )
     init_from: str | None = setting(
         None,
@@ -314,7 +369,7 @@ class TrainConfig:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
         _positive_float("slot_weight", self.slot_weight, allow_zero=True)
         _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
-        _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPES)
+        _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPE_CHOICES)
         _positive_float("alpha", self.alpha, allow_zero=True)
         _positive_int("pair_every", self.pair_every)
         _positive_float("regularization", self.regularization, allow_zero=True)
