@@ -102,7 +102,7 @@ import tensorflow as tf  # noqa: E402
 
 import jobi_tf  # noqa: E402
 from jobi_tf.atomic import write_json_atomic  # noqa: E402
-from jobi_tf.config import DataConfig, EvalConfig, RunConfig  # noqa: E402
+from jobi_tf.config import EvalConfig, RunConfig  # noqa: E402
 from jobi_tf.errors import JobiError, TrainingStopped  # noqa: E402
 from jobi_tf.types import RANK_METRICS  # noqa: E402
 
@@ -220,23 +220,15 @@ def median_or_none(values: list[float]) -> float | None:
 
 # -- jobi-tf systems ----------------------------------------------------------------------------
 def jobi_config(args, dataset_flags: list[str]) -> RunConfig:
-    """The `RunConfig` ``jobi-tf train`` would build from the system's flags, ``--flags`` and ours."""
+    """The `RunConfig` ``jobi-tf train`` builds from the system's flags, ``--flags`` and ours
+    (its own parser and preset code: `jobi_tf.cli.train.config_from_command`)."""
     import click
-    from jobi_tf.cli.options import TRAIN_SECTIONS, config_from_flags, config_options
-
-    from jobi_tf.presets import PRESETS, preset_settings
+    from jobi_tf.cli.train import config_from_command
 
     extra = shlex.split(args.flags)
     clash = sorted({t.split("=", 1)[0] for t in extra if t.split("=", 1)[0] in RESERVED})
     if clash:
         sys.exit(f"--flags: {', '.join(clash)} are set by this script (use its own flags)")
-
-    @click.command()
-    @click.option("--preset", type=click.Choice(list(PRESETS)), default=None)
-    @config_options(*TRAIN_SECTIONS, seed=True)
-    def command(**flags) -> None:  # parsed only, never run
-        pass
-
     argv = [
         *dataset_flags,
         *SYSTEM_FLAGS[args.system],
@@ -248,13 +240,7 @@ def jobi_config(args, dataset_flags: list[str]) -> RunConfig:
         "--epochs", str(args.eval_every),
     ]  # fmt: skip
     try:
-        ctx = command.make_context("jobi-tf train", argv)
-        flags = dict(ctx.params)
-        if flags["preset"] is not None:
-            given = {n for n in flags if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT}
-            data = DataConfig(dataset=flags["dataset"], data_dir=flags["data_dir"])
-            flags.update(preset_settings(flags["preset"], explicit=given, dataset=data.name))
-        return config_from_flags(flags)
+        return config_from_command(argv)
     except click.ClickException as exc:
         sys.exit(f"--flags: {exc.format_message()}")
     except JobiError as exc:
@@ -449,7 +435,8 @@ def answer_parts(run: Path, cfg, entities, index) -> dict | None:
     hub = hub_entities(entities.labels, Path(folder), asked=False) if folder else None
     if hub is None:
         return None
-    model = build_model(index, cfg)
+    ran = RunConfig.from_dict(json.loads((run / "config.json").read_text(encoding="utf-8")))  # "auto" resolved
+    model = build_model(index, ran)
     load_weights(run / "best.weights.npz", model)
     ranks = FilteredEvaluator(index, cfg.eval).ranks(model, index.test)
     values, answer_is_hub = ranks.get(cfg.eval.rank_type), hub[ranks.targets]
