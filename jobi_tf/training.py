@@ -51,7 +51,7 @@ from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
 from jobi_tf.runs import RunFolder
-from jobi_tf.runtime import cpu_has_native_bfloat16
+from jobi_tf.runtime import choose_matmul_dtype, cpu_has_native_bfloat16
 from jobi_tf.sampling import EpochRows
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "build_model", "make_optimizer"]
@@ -300,29 +300,12 @@ def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
         )
 
 
-def choose_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo", gpus: bool | None = None) -> str:
-    """The dtype ``--matmul-dtype auto`` picks: ``bfloat16`` when the step runs without XLA on
-    a CPU with bfloat16 dot products (``avx512_bf16`` or ``amx_bf16`` in ``cpuinfo``), else
-    ``float32``; an explicit dtype is returned as given.
-
-    Why those conditions: with them a bfloat16 product ran 1.44x faster than float32 at rank
-    200 and trained level with it (docs/performance.md); without the CPU flags it is emulated
-    and about 20x slower, and XLA's CPU dot does not use them. On a GPU (not measured here)
-    ``auto`` stays float32.
-    """
-    if cfg.train.matmul_dtype != "auto":
-        return cfg.train.matmul_dtype
-    if gpus is None:
-        gpus = bool(tf.config.list_physical_devices("GPU"))
-    native = not gpus and not cfg.train.jit_compile and cpu_has_native_bfloat16(cpuinfo) is True
-    return "bfloat16" if native else "float32"
-
-
 def _resolve_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> RunConfig:
     """``cfg`` with ``--matmul-dtype auto`` replaced by its choice (logged in one line)."""
     if cfg.train.matmul_dtype != "auto":
         return cfg
-    chosen = choose_matmul_dtype(cfg, cpuinfo)
+    gpus = bool(tf.config.list_physical_devices("GPU"))
+    chosen = choose_matmul_dtype(cfg.train.matmul_dtype, cfg.train.jit_compile, gpus, cpuinfo)
     logger.info("--matmul-dtype auto: %s", chosen)
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, matmul_dtype=chosen))
 

@@ -285,12 +285,13 @@ def test_bfloat16_products_on_a_cpu_without_them_warn_in_one_line(tmp_path, capl
 )
 def test_matmul_dtype_auto_follows_the_cpu_flags(tmp_path, caplog, extra, jit, chosen):
     from jobi_tf.config import RunConfig, with_settings
-    from jobi_tf.training import _check_matmul_dtype, _resolve_matmul_dtype, choose_matmul_dtype
+    from jobi_tf.runtime import choose_matmul_dtype
+    from jobi_tf.training import _check_matmul_dtype, _resolve_matmul_dtype
 
     cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": "auto", "jit_compile": jit})
     cpuinfo = _cpuinfo(tmp_path, extra)
-    assert choose_matmul_dtype(cfg, cpuinfo, gpus=False) == chosen
-    assert choose_matmul_dtype(cfg, cpuinfo, gpus=True) == "float32"  # not measured on a GPU
+    assert choose_matmul_dtype("auto", jit, False, cpuinfo) == chosen
+    assert choose_matmul_dtype("auto", jit, True, cpuinfo) == "float32"  # not measured on a GPU
     resolved = _resolve_matmul_dtype(cfg, cpuinfo)
     assert resolved.train.matmul_dtype == chosen  # what config.json records
     with caplog.at_level("WARNING", logger="jobi_tf.training"):
@@ -298,10 +299,8 @@ def test_matmul_dtype_auto_follows_the_cpu_flags(tmp_path, caplog, extra, jit, c
 
 
 def test_matmul_dtype_given_is_kept_whatever_the_cpu(tmp_path):
-    from jobi_tf.config import RunConfig, with_settings
-    from jobi_tf.training import choose_matmul_dtype
+    from jobi_tf.runtime import choose_matmul_dtype
 
     for dtype in ("float32", "bfloat16"):
-        cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": dtype, "jit_compile": False})
-        assert choose_matmul_dtype(cfg, _cpuinfo(tmp_path, ""), gpus=False) == dtype
-        assert choose_matmul_dtype(cfg, _cpuinfo(tmp_path, " avx512_bf16"), gpus=False) == dtype
+        assert choose_matmul_dtype(dtype, False, False, _cpuinfo(tmp_path, "")) == dtype
+        assert choose_matmul_dtype(dtype, False, False, _cpuinfo(tmp_path, " avx512_bf16")) == dtype
