@@ -102,7 +102,7 @@ import tensorflow as tf  # noqa: E402
 
 import jobi_tf  # noqa: E402
 from jobi_tf.atomic import write_json_atomic  # noqa: E402
-from jobi_tf.config import DataConfig, EvalConfig, RunConfig  # noqa: E402
+from jobi_tf.config import EvalConfig, RunConfig  # noqa: E402
 from jobi_tf.errors import JobiError, TrainingStopped  # noqa: E402
 from jobi_tf.types import RANK_METRICS  # noqa: E402
 
@@ -246,23 +246,15 @@ def median_or_none(values: list[float]) -> float | None:
 
 # -- jobi-tf systems ----------------------------------------------------------------------------
 def jobi_config(args, dataset_flags: list[str]) -> RunConfig:
-    """The `RunConfig` ``jobi-tf train`` would build from the system's flags, ``--flags`` and ours."""
+    """The `RunConfig` ``jobi-tf train`` builds from the system's flags, ``--flags`` and ours
+    (its own parser and preset code: `jobi_tf.cli.train.config_from_command`)."""
     import click
-    from jobi_tf.cli.options import TRAIN_SECTIONS, config_from_flags, config_options
-
-    from jobi_tf.presets import PRESETS, preset_settings
+    from jobi_tf.cli.train import config_from_command
 
     extra = shlex.split(args.flags)
     clash = sorted({t.split("=", 1)[0] for t in extra if t.split("=", 1)[0] in RESERVED})
     if clash:
         sys.exit(f"--flags: {', '.join(clash)} are set by this script (use its own flags)")
-
-    @click.command()
-    @click.option("--preset", type=click.Choice(list(PRESETS)), default=None)
-    @config_options(*TRAIN_SECTIONS, seed=True)
-    def command(**flags) -> None:  # parsed only, never run
-        pass
-
     argv = [
         *dataset_flags,
         *SYSTEM_FLAGS[args.system],
@@ -274,13 +266,7 @@ def jobi_config(args, dataset_flags: list[str]) -> RunConfig:
         "--epochs", str(args.eval_every),
     ]  # fmt: skip
     try:
-        ctx = command.make_context("jobi-tf train", argv)
-        flags = dict(ctx.params)
-        if flags["preset"] is not None:
-            given = {n for n in flags if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT}
-            data = DataConfig(dataset=flags["dataset"], data_dir=flags["data_dir"])
-            flags.update(preset_settings(flags["preset"], explicit=given, dataset=data.name))
-        return config_from_flags(flags)
+        return config_from_command(argv)
     except click.ClickException as exc:
         sys.exit(f"--flags: {exc.format_message()}")
     except JobiError as exc:
@@ -466,8 +452,10 @@ def run_answer_parts(run: Path, cfg, index, hub: np.ndarray) -> dict:
     from jobi_tf.evaluation import FilteredEvaluator
     from jobi_tf.training import build_model
 
+    ran = RunConfig.from_dict(json.loads((run / "config.json").read_text(encoding="utf-8")))  # "auto" resolved
+
     def best():
-        model = build_model(index, cfg)
+        model = build_model(index, ran)
         load_weights(run / "best.weights.npz", model)
         return model
 

@@ -24,16 +24,18 @@ import sys
 from pathlib import Path
 
 from jobi_tf.config import RunConfig, variant_name
+from jobi_tf.presets import apply_preset
 
 #: Fields that may differ between the runs of a comparison: what is compared, the seed,
 #: and settings that do not change what is trained (the stopping rule, ``epochs`` and
 #: ``patience``, is the same on both sides or the comparison is refused).
 ALLOWED_TO_DIFFER = {"joint", "p", "seed", "checkpoint_steps", "first_check_steps"}
 IGNORED_SECTIONS = {"eval", "distribute"}
-#: Every field's current default, by name (see `flat_config`).
+#: Every field's value before it existed, by name (see `flat_config`): the paper's settings
+#: (``--preset paper``, the defaults until the recommended sampled recipe) with the rest off.
 DEFAULTS = {
     name: value
-    for section, fields in RunConfig().to_dict().items()
+    for section, fields in apply_preset(RunConfig(), "paper").to_dict().items()
     if isinstance(fields, dict) and section not in IGNORED_SECTIONS
     for name, value in fields.items()
 }
@@ -43,8 +45,9 @@ def flat_config(cfg: dict) -> dict:
     """The config's fields by name, without the sections that do not change what is trained.
 
     A field an older ``config.json`` lacks did not exist when it ran, so that run trained as
-    the field's default does now (a setting is added with the default that keeps what ran
-    before): the default fills it, and raw files of older runs still compare.
+    the field's off value (a setting is added with the default that keeps what ran before; the
+    sampler's and the schedule's defaults changed later, and ``--preset paper`` keeps the
+    earlier ones): `DEFAULTS` fills it, and raw files of older runs still compare.
     """
     out = {"seed": cfg.get("seed")}
     for section, fields in cfg.items():

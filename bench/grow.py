@@ -14,7 +14,7 @@ Every run is a ``jobi-tf train`` subprocess with its own folder under ``--out``:
 the same command resumes unfinished runs and reuses finished ones. One JSON line on stdout.
 
     JOBI_TF_DATA_DIR=../shared/datasets python bench/grow.py --out /tmp/grow -- \\
-        --joint --p 0.3 --dim 100 --monitor mrr --eval-every 2 --patience 2
+        --preset paper --joint --p 0.3 --dim 100 --monitor mrr --eval-every 2 --patience 2
 """
 
 from __future__ import annotations

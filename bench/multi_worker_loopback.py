@@ -45,8 +45,9 @@ def run(args: argparse.Namespace, work: Path) -> dict:
     common = [
         sys.executable, "-m", "jobi_tf.cli", "-v", "train", "--dataset", "synthetic",
         "--synthetic-entities", "300", "--synthetic-relations", "8", "--synthetic-triples", "4000",
-        "--dim", "8", "--batch-size", "200", "--neg", "10", "--joint", "--p", "0.3",
-        "--epochs", str(args.epochs), "--eval-every", "1", "--strategy", "multi-worker",
+        "--dim", "8", "--batch-size", "200", "--neg", "10", "--shared-negatives", "0", "--joint", "--p", "0.3",
+        "--epochs", str(args.epochs), "--eval-every", "1", "--patience", "3", "--monitor", "hits@10",
+        "--strategy", "multi-worker",
     ]  # fmt: skip
     start = time.monotonic()
     with Usage(resource.RUSAGE_CHILDREN) as children:  # the workers, once waited for

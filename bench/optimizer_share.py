@@ -49,7 +49,7 @@ OPTIMIZERS = {
 
 def rate(index, optimizer, args) -> tuple[list[float], Usage]:
     """Positives per second of each timed epoch, and the CPU usage of the timed ``fit``."""
-    cfg = SamplerConfig(batch_size=args.batch_size, neg=args.neg, p=0.3, shared_negatives=args.shared)
+    cfg = SamplerConfig(batch_size=args.batch_size, neg=args.neg, p=0.3, shared_negatives=args.shared, biased_chunk=0)
     ds = make_train_dataset(index, cfg)
     model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=200, joint=True)
     model.compile(optimizer=optimizer, jit_compile=True)

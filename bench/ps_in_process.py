@@ -45,12 +45,13 @@ from jobi_tf.training import load_data, train  # noqa: E402
 def config(epochs: int, ps_shards: int, checkpoint_steps: int = 0) -> RunConfig:
     return RunConfig(
         data=DataConfig(dataset="synthetic", synthetic_entities=300, synthetic_relations=8, synthetic_triples=4000),
-        sampler=SamplerConfig(batch_size=100, neg=16, p=0.3),
+        sampler=SamplerConfig(batch_size=100, neg=16, p=0.3, shared_negatives=0),
         model=ModelConfig(model="complex", dim=16, joint=True),
         train=TrainConfig(
             epochs=epochs,
             eval_every=epochs,
             patience=10,
+            monitor="hits@10",
             lr=0.01,
             optimizer="lazy-adam",
             jit_compile=False,

@@ -220,8 +220,9 @@ def main() -> int:
     command += [
         "-v", "train", "--strategy", "parameter-server", "--data-dir", args.data_dir, "--model", args.model,
         "--dim", str(args.dim), "--batch-size", str(args.batch_size), "--neg", str(args.neg),
-        "--shared-negatives", str(args.shared_negatives), "--joint", "--p", "0.3",
-        "--epochs", str(args.epochs), "--eval-every", "1", "--checkpoint-steps", str(args.checkpoint_steps),
+        "--shared-negatives", str(args.shared_negatives), "--biased-chunk", "0", "--joint", "--p", "0.3",
+        "--epochs", str(args.epochs), "--eval-every", "1", "--patience", "3", "--monitor", "hits@10",
+        "--checkpoint-steps", str(args.checkpoint_steps),
         "--out", str(out),
     ]  # fmt: skip
     phases = [run_phase(args, command, spec, log_dir, "run", args.kill_worker_after, args.kill_ps_after)]

@@ -62,7 +62,9 @@ def graph(num_entities: int, args: argparse.Namespace) -> KGIndex:
 
 def step_seconds(index: KGIndex, optimizer: str, args: argparse.Namespace) -> tuple[list[float], Usage]:
     """Seconds per step of each timed epoch, and the CPU usage of the ``fit``."""
-    cfg = SamplerConfig(batch_size=args.batch_size, neg=args.neg, p=args.p, shared_negatives=args.shared_negatives)
+    cfg = SamplerConfig(
+        batch_size=args.batch_size, neg=args.neg, p=args.p, shared_negatives=args.shared_negatives, biased_chunk=0
+    )
     ds = make_train_dataset(index, cfg, seed=0)
     keras.utils.set_random_seed(0)
     model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=args.dim, joint=True)

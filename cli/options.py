@@ -32,11 +32,14 @@ def _option(section: type, field: dataclasses.Field) -> Callable:
             kwargs["type"] = click.Choice(meta["choices"])
         elif meta.get("path"):
             kwargs["type"] = click.Path(file_okay=False)
+        elif "type" in meta:
+            kwargs["type"] = meta["type"]
         elif field.default is not None:
             kwargs["type"] = type(field.default)
         if "metavar" in meta:
             kwargs["metavar"] = meta["metavar"]
-    kwargs["show_default"] = field.default is not None
+    # A default chosen when the run starts (None in the config) shows as its name ("auto").
+    kwargs["show_default"] = meta.get("shown_default", field.default is not None)
     return click.option(*decls, **kwargs)
 
 

@@ -13,7 +13,7 @@ from jobi_tf.config import DataConfig, RunConfig
 from jobi_tf.presets import PRESETS, preset_settings
 from jobi_tf.types import RANK_METRICS
 
-__all__ = ["train"]
+__all__ = ["train", "config_from_flags_given", "config_from_command"]
 
 
 def default_run_folder(cfg: RunConfig, preset: str | None = None) -> Path:
@@ -50,11 +50,7 @@ def train(ctx: click.Context, **flags) -> None:
 
     Example: jobi-tf train --dataset fb15k-237 --joint --p 0.3
     """
-    if flags["preset"] is not None:
-        given = {name for name in flags if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
-        data = DataConfig(dataset=flags["dataset"], data_dir=flags["data_dir"])
-        flags.update(preset_settings(flags["preset"], explicit=given, dataset=data.name))
-    cfg = config_from_flags(flags)
+    cfg = config_from_flags_given(ctx, flags)
     out = Path(flags["out"]) if flags["out"] else default_run_folder(cfg, flags["preset"])
     start_tensorflow()
     from jobi_tf.api import train_from_config  # imports TensorFlow
@@ -73,3 +69,30 @@ def train(ctx: click.Context, **flags) -> None:
         **{k: metrics[k] for k in ("warm_start", "final_weights_sha256", "first_check", "warnings") if k in metrics},
     }
     click.echo(json.dumps(summary))
+
+
+def config_from_flags_given(ctx: click.Context, flags: dict) -> RunConfig:
+    """The `RunConfig` of ``jobi-tf train``'s parsed ``flags``: the preset's settings for the
+    dataset merged in where no flag was given (``ctx`` says which were), then the config.
+
+    Settings left to the run (``None``, ``auto``) stay so here; the run chooses them when it
+    starts (`jobi_tf.regimes.resolve`, `jobi_tf.training`) and ``config.json`` records the choice.
+    """
+    flags = dict(flags)
+    if flags["preset"] is not None:
+        given = {name for name in flags if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT}
+        data = DataConfig(dataset=flags["dataset"], data_dir=flags["data_dir"])
+        flags.update(preset_settings(flags["preset"], explicit=given, dataset=data.name))
+    return config_from_flags(flags)
+
+
+def config_from_command(argv: list[str]) -> RunConfig:
+    """The `RunConfig` ``jobi-tf train ARGV`` would train, parsed by this command's own options
+    and preset code without training (nor importing TensorFlow).
+
+    Why: a command printed in the docs can be checked against the config its figure's raw
+    file recorded (tests/test_docs_commands.py). Raises `click.UsageError` for a bad flag and
+    `jobi_tf.errors.ConfigError` for a bad value, as the command would.
+    """
+    ctx = train.make_context("jobi-tf train", list(argv))
+    return config_from_flags_given(ctx, ctx.params)

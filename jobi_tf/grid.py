@@ -180,9 +180,12 @@ def write_hparams_config(spec: GridSpec, out: Path) -> None:
         from tensorboard.plugins.hparams import api as hp
     except ImportError:
         return
+    from jobi_tf import regimes
+
     domains: dict[str, set] = {}
     for cell in spec.cells():
-        for name, value in cell.config.hparams().items():
+        # The sampler's settings left to the run, as a single-device run chooses them (what it logs).
+        for name, value in regimes.resolve(cell.config).hparams().items():
             domains.setdefault(name, set()).add(value)
     axes = [hp.HParam(name, hp.Discrete(sorted(values, key=str))) for name, values in domains.items()]
     from jobi_tf.summaries import HPARAM_METRICS  # a run's best validation and its test metrics

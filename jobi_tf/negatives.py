@@ -138,6 +138,9 @@ class NegativeSampler:
             False for a model without a pair head, which would only pay for the lookups.
         pair_every: the pair labels of positives 0, n, 2n, ... only: those a pair head with
             ``pair_every=n`` trains on (n must divide the batch and each chunk).
+
+    A ``cfg`` with settings left to the run (``None``) gets the sampled regime's choice
+    (`jobi_tf.config.SamplerConfig.resolved`); a run resolves its config before this.
     """
 
     def __init__(
@@ -150,7 +153,7 @@ class NegativeSampler:
         pair_labels: bool = True,
         pair_every: int = 1,
     ) -> None:
-        self.cfg = cfg
+        self.cfg = cfg if cfg.is_resolved else cfg.resolved(pair_every=pair_every)
         self.seed = int(seed)
         self.provenance = provenance
         self.with_pair_labels = pair_labels

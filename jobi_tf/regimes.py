@@ -37,7 +37,7 @@ from jobi_tf.sampling import (
     steps_per_epoch,
 )
 
-__all__ = ["Regime", "REGIMES", "regime_of", "check"]
+__all__ = ["Regime", "REGIMES", "regime_of", "resolve", "check"]
 
 
 class Regime:
@@ -105,8 +105,9 @@ class _EveryEntity(Regime):
     options = ("matmul_dtype",)
 
     def check(self, cfg):
-        if cfg.sampler.shared_negatives:
-            raise ConfigError("shared_negatives", f"has no meaning with --loss {cfg.train.loss}")
+        for name in ("shared_negatives", "biased_chunk"):  # None: chosen as 0 here (`resolve`)
+            if getattr(cfg.sampler, name):
+                raise ConfigError(name, f"has no meaning with --loss {cfg.train.loss}")
 
 
 class OneVsAll(_EveryEntity):
@@ -141,6 +142,13 @@ def regime_of(loss: str | Objective) -> Regime:
     """The regime that trains ``loss`` (a ``--loss`` name or an objective)."""
     cls = type(loss) if isinstance(loss, Objective) else losses.loss_class(loss)
     return REGIMES[cls.regime]
+
+
+def resolve(cfg: RunConfig, replicas: int = 1) -> RunConfig:
+    """``cfg`` with the sampler's settings left to the run (``None``) chosen for its loss's
+    regime and ``replicas`` (`jobi_tf.config.SamplerConfig.resolved`): what ``config.json``
+    records and what trains."""
+    return cfg.resolved(sampled=regime_of(cfg.train.loss).name == SAMPLED, replicas=replicas)
 
 
 def check(cfg: RunConfig) -> None:

@@ -51,7 +51,7 @@ from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
 from jobi_tf.runs import RunFolder
-from jobi_tf.runtime import cpu_has_native_bfloat16
+from jobi_tf.runtime import choose_matmul_dtype, cpu_has_native_bfloat16
 from jobi_tf.sampling import EpochRows
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "build_model", "make_optimizer"]
@@ -129,6 +129,10 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     if sharded:
         ps_training.check_config(cfg)
     regimes.check(cfg)
+    # The settings left to the run (None, "auto") are chosen now, so config.json says what ran.
+    cfg = _resolve_matmul_dtype(regimes.resolve(cfg, num_replicas(strategy)))
+    regimes.check(cfg)  # the chosen values too
+    _check_matmul_dtype(cfg)  # at startup, before the data load
     _check_batch_splits(cfg, num_replicas(strategy))
     if cfg.train.steps_per_execution > 1 and num_replicas(strategy) > 1:  # TensorFlow 2.21 fails in that loop
         raise ConfigError("steps_per_execution", "must be 1 with several replicas (--strategy mirrored/multi-worker)")
@@ -137,7 +141,6 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     cfg = _resolve_optimizer(cfg, index.num_entities, sharded)
     if not sharded:  # sharded tables live on the parameter servers, not here
         _check_memory(cfg, index)
-    _check_matmul_dtype(cfg)
     # Before anything is written: a source run that does not fit is refused on an empty --out.
     growth = (
         plan_growth(cfg, run_dir, entities, relations, index) if cfg.train.init_from and not folder.finished else None
@@ -297,6 +300,16 @@ def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
         )
 
 
+def _resolve_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> RunConfig:
+    """``cfg`` with ``--matmul-dtype auto`` replaced by its choice (logged in one line)."""
+    if cfg.train.matmul_dtype != "auto":
+        return cfg
+    gpus = bool(tf.config.list_physical_devices("GPU"))
+    chosen = choose_matmul_dtype(cfg.train.matmul_dtype, cfg.train.jit_compile, gpus, cpuinfo)
+    logger.info("--matmul-dtype auto: %s", chosen)
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, matmul_dtype=chosen))
+
+
 def _check_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Warn, in one line, when bfloat16 products will run on a CPU without bfloat16 arithmetic.
 
@@ -310,7 +323,7 @@ def _check_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> bool:
         return False
     logger.warning(
         "--matmul-dtype bfloat16: this CPU has no bfloat16 dot products (no avx512_bf16 or amx_bf16 flag), "
-        "so each product runs about 20x slower than in float32; use --matmul-dtype float32"
+        "so each product runs about 20x slower than in float32; use --matmul-dtype float32 (or auto)"
     )
     return True
 

@@ -118,11 +118,23 @@ def test_logical_cpus_cannot_change_once_tensorflow_started(monkeypatch):
 
 
 def test_batch_must_split_evenly_into_replicas_and_shared_chunks():
-    _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=8)), 2)
+    _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=8, shared_negatives=0)), 2)
     with pytest.raises(ConfigError, match=r"--batch-size: must be a multiple of 2 \(2 replicas\)"):
-        _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=9)), 2)
+        _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=9, shared_negatives=0)), 2)
     with pytest.raises(ConfigError, match=r"multiple of 8 \(2 replicas x --shared-negatives 4\)"):
         _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=12, shared_negatives=4)), 2)
+
+
+def test_shared_negatives_left_to_the_run_are_each_replicas_batch():
+    from jobi_tf import regimes
+
+    two = regimes.resolve(RunConfig(sampler=SamplerConfig(batch_size=1000, p=0.3)), replicas=2)
+    assert (two.sampler.shared_negatives, two.sampler.biased_chunk) == (500, 10)
+    _check_batch_splits(two, 2)
+    odd = regimes.resolve(RunConfig(sampler=SamplerConfig(batch_size=9)), replicas=2)
+    assert odd.sampler.shared_negatives == 0  # no equal slices: refused below, naming the batch
+    with pytest.raises(ConfigError, match=r"--batch-size: must be a multiple of 2 \(2 replicas\)"):
+        _check_batch_splits(odd, 2)
 
 
 def test_a_lone_process_is_the_chief(mirrored):

@@ -23,9 +23,12 @@ def _table() -> list[tuple[list[str], list[str]]]:
 
 
 def _shown(option: click.Option) -> str:
-    """The default as the table writes it: off/on, a number, or a string."""
+    """The default as the table writes it: off/on, a number, a string, or the name ``--help``
+    shows for a default chosen when the run starts (``auto``)."""
     if option.is_flag:
         return "on" if option.default else "off"
+    if isinstance(option.show_default, str):
+        return option.show_default
     return str(option.default)
 
 

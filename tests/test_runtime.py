@@ -269,6 +269,38 @@ def test_bfloat16_products_on_a_cpu_without_them_warn_in_one_line(tmp_path, capl
     lines = [r.getMessage() for r in caplog.records]
     if warns:
         assert len(lines) == 1 and "\n" not in lines[0]
-        assert "--matmul-dtype float32" in lines[0] and "20x slower" in lines[0]
+        assert "--matmul-dtype float32" in lines[0] and "20x slower" in lines[0] and "auto" in lines[0]
     else:
         assert lines == []
+
+
+@pytest.mark.parametrize(
+    "extra, jit, chosen",
+    [
+        (" avx512f avx512_bf16", False, "bfloat16"),
+        (" amx_bf16 amx_tile", False, "bfloat16"),
+        ("", False, "float32"),  # AVX2 only: emulated, about 20x slower
+        (" avx512f avx512_bf16", True, "float32"),  # XLA's CPU dot does not use them
+    ],
+)
+def test_matmul_dtype_auto_follows_the_cpu_flags(tmp_path, caplog, extra, jit, chosen):
+    from jobi_tf.config import RunConfig, with_settings
+    from jobi_tf.runtime import choose_matmul_dtype
+    from jobi_tf.training import _check_matmul_dtype, _resolve_matmul_dtype
+
+    cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": "auto", "jit_compile": jit})
+    cpuinfo = _cpuinfo(tmp_path, extra)
+    assert choose_matmul_dtype("auto", jit, False, cpuinfo) == chosen
+    assert choose_matmul_dtype("auto", jit, True, cpuinfo) == "float32"  # not measured on a GPU
+    resolved = _resolve_matmul_dtype(cfg, cpuinfo)
+    assert resolved.train.matmul_dtype == chosen  # what config.json records
+    with caplog.at_level("WARNING", logger="jobi_tf.training"):
+        assert _check_matmul_dtype(resolved, cpuinfo) is False  # auto never picks the slow product
+
+
+def test_matmul_dtype_given_is_kept_whatever_the_cpu(tmp_path):
+    from jobi_tf.runtime import choose_matmul_dtype
+
+    for dtype in ("float32", "bfloat16"):
+        assert choose_matmul_dtype(dtype, False, False, _cpuinfo(tmp_path, "")) == dtype
+        assert choose_matmul_dtype(dtype, False, False, _cpuinfo(tmp_path, " avx512_bf16")) == dtype

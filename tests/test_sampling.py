@@ -51,7 +51,7 @@ def _assert_same_features(a, b):
 
 
 def test_dataset_shapes_and_dtypes(small_typed_index):
-    cfg = SamplerConfig(batch_size=32, neg=7, p=0.3)
+    cfg = SamplerConfig(shared_negatives=0, batch_size=32, neg=7, p=0.3)
     (x,) = _take(make_train_dataset(small_typed_index, cfg, seed=1), 1)
     assert set(x) == {
         "triples",
@@ -79,7 +79,7 @@ def big_draw(small_typed_index):
     """One batch of 256 positives x 100 negatives (25.6k draws) at p = 0.3, a coin per negative."""
     index = small_typed_index
     triples = _batch(index, 256)
-    cfg = SamplerConfig(batch_size=256, neg=100, p=0.3, corrupt_side="per-negative")
+    cfg = SamplerConfig(shared_negatives=0, batch_size=256, neg=100, p=0.3, corrupt_side="per-negative")
     sampler = NegativeSampler(index, cfg, seed=5, provenance=True)
     return triples, _np(sampler(tf.constant(triples), tf.constant(17, tf.int64)))
 
@@ -111,7 +111,9 @@ def test_head_tail_coin_is_fair(big_draw):
 
 def test_p_zero_gives_no_biased_draws(small_typed_index):
     triples = _batch(small_typed_index, 128)
-    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=128, neg=50, p=0.0), provenance=True, seed=5)
+    sampler = NegativeSampler(
+        small_typed_index, SamplerConfig(shared_negatives=0, batch_size=128, neg=50, p=0.0), provenance=True, seed=5
+    )
     x = _np(sampler(tf.constant(triples), tf.constant(3, tf.int64)))
     assert not x["biased"].any()
     # Uniform draws: pair labels are then a mix, and about |pool| / E of them are 1.
@@ -120,7 +122,9 @@ def test_p_zero_gives_no_biased_draws(small_typed_index):
 
 def test_p_one_gives_only_biased_draws(small_typed_index):
     triples = _batch(small_typed_index, 64)
-    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=64, neg=20, p=1.0), provenance=True, seed=2)
+    sampler = NegativeSampler(
+        small_typed_index, SamplerConfig(shared_negatives=0, batch_size=64, neg=20, p=1.0), provenance=True, seed=2
+    )
     x = _np(sampler(tf.constant(triples), tf.constant(0, tf.int64)))
     assert x["biased"].all()
     np.testing.assert_array_equal(x["pair_labels"], 1.0)
@@ -144,7 +148,9 @@ def test_biased_draws_are_uniform_over_the_pool(small_typed_index):
     rel = 3
     rows = index.train[index.train[:, 1] == rel]
     triples = rows[np.arange(64) % len(rows)]
-    sampler = NegativeSampler(index, SamplerConfig(batch_size=64, neg=200, p=1.0), provenance=True, seed=8)
+    sampler = NegativeSampler(
+        index, SamplerConfig(shared_negatives=0, batch_size=64, neg=200, p=1.0), provenance=True, seed=8
+    )
     x = _np(sampler(tf.constant(triples), tf.constant(1, tf.int64)))
     for side, pool in ((True, tails[rel]), (False, heads[rel])):
         drawn = x["candidates"][x["corrupt_tail"] == side]
@@ -175,7 +181,9 @@ def test_pair_labels_on_arbitrary_inputs(small_typed_index):
     rel[0, :] = index.num_relations - 1
     ent[0, :] = [0, index.num_entities - 1] * 4 + [index.num_entities - 1]
     tail = rng.random((40, 9)) < 0.5
-    got = NegativeSampler(index, SamplerConfig()).pair_labels(tf.constant(rel), tf.constant(ent), tf.constant(tail))
+    got = NegativeSampler(index, SamplerConfig(shared_negatives=0)).pair_labels(
+        tf.constant(rel), tf.constant(ent), tf.constant(tail)
+    )
     np.testing.assert_array_equal(got.numpy(), pair_labels(index, rel, ent, tail))
 
 
@@ -188,7 +196,7 @@ def test_valid_negative_is_false_exactly_where_the_candidate_is_the_replaced_ent
 
 def test_same_seed_and_step_give_identical_features(small_typed_index):
     triples = tf.constant(_batch(small_typed_index, 32))
-    cfg = SamplerConfig(batch_size=32, neg=10, p=0.4)
+    cfg = SamplerConfig(shared_negatives=0, batch_size=32, neg=10, p=0.4)
     a = _np(NegativeSampler(small_typed_index, cfg, seed=3)(triples, tf.constant(8, tf.int64)))
     b = _np(NegativeSampler(small_typed_index, cfg, seed=3)(triples, tf.constant(8, tf.int64)))
     _assert_same_features(a, b)
@@ -204,7 +212,7 @@ def test_same_seed_and_step_give_identical_features(small_typed_index):
 
 def test_an_epoch_covers_distinct_training_triples(small_typed_index):
     index = small_typed_index
-    cfg = SamplerConfig(batch_size=300, neg=2, p=0.5)
+    cfg = SamplerConfig(shared_negatives=0, batch_size=300, neg=2, p=0.5)
     steps = steps_per_epoch(index, cfg.batch_size)
     assert steps == len(index.train) // 300
     batches = _take(make_train_dataset(index, cfg, seed=0), 2 * steps)
@@ -222,7 +230,7 @@ def test_an_epoch_covers_distinct_training_triples(small_typed_index):
 
 def test_dataset_negatives_are_keyed_on_the_global_step(small_typed_index):
     index = small_typed_index
-    cfg = SamplerConfig(batch_size=500, neg=5, p=0.3)
+    cfg = SamplerConfig(shared_negatives=0, batch_size=500, neg=5, p=0.3)
     steps = steps_per_epoch(index, cfg.batch_size)
     batches = _take(make_train_dataset(index, cfg, seed=6), steps + 2)
     sampler = NegativeSampler(index, cfg, seed=6)
@@ -233,7 +241,7 @@ def test_dataset_negatives_are_keyed_on_the_global_step(small_typed_index):
 
 def test_resume_at_an_epoch_gives_the_same_batches(small_typed_index):
     index = small_typed_index
-    cfg = SamplerConfig(batch_size=500, neg=6, p=0.25)
+    cfg = SamplerConfig(shared_negatives=0, batch_size=500, neg=6, p=0.25)
     steps = steps_per_epoch(index, cfg.batch_size)
     fresh = _take(make_train_dataset(index, cfg, seed=2), 2 * steps + 1)
     resumed = _take(make_train_dataset(index, cfg, seed=2, initial_epoch=1), steps + 1)
@@ -245,7 +253,7 @@ def test_resume_at_an_epoch_gives_the_same_batches(small_typed_index):
 
 
 def test_dataset_ends_after_the_last_epoch(small_typed_index):
-    cfg = SamplerConfig(batch_size=1000, neg=1)
+    cfg = SamplerConfig(shared_negatives=0, batch_size=1000, neg=1)
     steps = steps_per_epoch(small_typed_index, cfg.batch_size)
     got = list(make_train_dataset(small_typed_index, cfg, initial_epoch=2, epochs=4))
     assert len(got) == 2 * steps
@@ -259,7 +267,7 @@ def test_steps_per_epoch_rejects_a_batch_larger_than_train(small_typed_index):
         steps_per_epoch(small_typed_index, n + 1)
     assert "--batch-size" in str(info.value) and str(n) in str(info.value)
     with pytest.raises(ConfigError):
-        make_train_dataset(small_typed_index, SamplerConfig(batch_size=n + 1))
+        make_train_dataset(small_typed_index, SamplerConfig(shared_negatives=0, batch_size=n + 1))
 
 
 # -- shared negatives ----------------------------------------------------------------------
@@ -320,7 +328,7 @@ def test_shared_negatives_are_deterministic_per_step(small_typed_index):
 def test_per_positive_side_is_one_coin_per_positive(small_typed_index):
     index = small_typed_index
     triples = _batch(index, 256)
-    cfg = SamplerConfig(batch_size=256, neg=40, p=0.3, corrupt_side="per-positive")
+    cfg = SamplerConfig(shared_negatives=0, batch_size=256, neg=40, p=0.3, corrupt_side="per-positive")
     x = _np(NegativeSampler(index, cfg, seed=5, provenance=True)(tf.constant(triples), tf.constant(17, tf.int64)))
     side = x["corrupt_tail"]
     # Every negative of a positive corrupts the same slot; the coin is fair across positives.
@@ -342,10 +350,10 @@ def test_per_positive_side_leaves_the_candidates_of_the_default_mode_unchanged(s
     """Only the side coin changes, so the uniform draws are the per-negative mode's."""
     triples = tf.constant(_batch(small_typed_index, 64))
     step = tf.constant(3, tf.int64)
-    cfg = SamplerConfig(batch_size=64, neg=9, p=0.0, corrupt_side="per-negative")
+    cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=9, p=0.0, corrupt_side="per-negative")
     per_neg = _np(NegativeSampler(small_typed_index, cfg, seed=2)(triples, step))
     assert "positive_corrupt_tail" not in per_neg
-    cfg = SamplerConfig(batch_size=64, neg=9, p=0.0, corrupt_side="per-positive")
+    cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=9, p=0.0, corrupt_side="per-positive")
     per_pos = _np(NegativeSampler(small_typed_index, cfg, seed=2)(triples, step))
     np.testing.assert_array_equal(per_neg["candidates"], per_pos["candidates"])
     assert not np.array_equal(per_neg["corrupt_tail"], per_pos["corrupt_tail"])
@@ -369,7 +377,7 @@ def test_per_positive_side_with_shared_negatives(small_typed_index):
 
 def test_unknown_corrupt_side_names_the_flag():
     with pytest.raises(ConfigError) as info:
-        SamplerConfig(corrupt_side="both")
+        SamplerConfig(shared_negatives=0, corrupt_side="both")
     assert "--corrupt-side" in str(info.value)
 
 
@@ -380,7 +388,7 @@ def test_unknown_corrupt_side_names_the_flag():
 def test_full_softmax_dense_pair_labels(small_typed_index, table_limit, monkeypatch):
     monkeypatch.setattr(negatives, "DENSE_SLOT_TABLE_BYTES", table_limit)
     index = small_typed_index
-    cfg = SamplerConfig(batch_size=16, neg=1)
+    cfg = SamplerConfig(shared_negatives=0, batch_size=16, neg=1)
     (x,) = _take(make_train_dataset(index, cfg, seed=0, full_softmax=True, slot_rows=True), 1)
     assert set(x) == {"triples", "pair_labels_tail", "pair_labels_head"}
     e = index.num_entities
@@ -400,12 +408,14 @@ def test_full_softmax_dense_pair_labels(small_typed_index, table_limit, monkeypa
 
 
 def test_full_softmax_without_joint_yields_only_positives(small_typed_index):
-    (x,) = _take(make_train_dataset(small_typed_index, SamplerConfig(batch_size=16), full_softmax=True), 1)
+    (x,) = _take(
+        make_train_dataset(small_typed_index, SamplerConfig(shared_negatives=0, batch_size=16), full_softmax=True), 1
+    )
     assert set(x) == {"triples"} and x["triples"].shape == (16, 3)
 
 
 def test_sampled_training_builds_no_dense_slot_table(small_typed_index):
-    sampler = NegativeSampler(small_typed_index, SamplerConfig(batch_size=16, neg=4))
+    sampler = NegativeSampler(small_typed_index, SamplerConfig(shared_negatives=0, batch_size=16, neg=4))
     sampler(tf.constant(small_typed_index.train[:16], tf.int32), tf.constant(0, tf.int64))
     assert sampler._slot_tables is None  # only 1-vs-all pair labels need it
     sampler.dense_pair_labels(tf.constant(small_typed_index.train[:16], tf.int32))
@@ -414,7 +424,7 @@ def test_sampled_training_builds_no_dense_slot_table(small_typed_index):
 
 def test_training_batches_carry_no_provenance(small_typed_index):
     """``biased`` is for inspecting the sampler; training batches leave it out (the model reads no such feature)."""
-    cfg = SamplerConfig(batch_size=16, neg=4, p=0.5)
+    cfg = SamplerConfig(shared_negatives=0, batch_size=16, neg=4, p=0.5)
     triples, step = tf.constant(_batch(small_typed_index, 16)), tf.constant(1, tf.int64)
     plain = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, step))
     inspected = _np(NegativeSampler(small_typed_index, cfg, seed=1, provenance=True)(triples, step))
@@ -490,7 +500,7 @@ def test_the_sampler_gives_the_same_pair_labels_with_the_dense_table_and_the_key
 
 def test_a_model_without_a_pair_head_gets_the_same_batches_without_pair_labels(small_typed_index):
     for cfg in (
-        SamplerConfig(batch_size=32, neg=10, p=0.3),
+        SamplerConfig(shared_negatives=0, batch_size=32, neg=10, p=0.3),
         SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8),
         SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, biased_chunk=4),
     ):
@@ -557,7 +567,7 @@ def test_a_run_of_one_slot_gets_only_that_slots_negatives(small_typed_index):
 )
 def test_biased_chunk_is_checked_naming_the_flag(settings, message):
     with pytest.raises(ConfigError, match=message):
-        SamplerConfig(p=0.3, **settings)
+        SamplerConfig(**{"batch_size": 500, "shared_negatives": 0, "p": 0.3, **settings})
 
 
 def test_the_training_stream_runs_without_tf_data_autotuning(small_typed_index):
@@ -567,7 +577,7 @@ def test_the_training_stream_runs_without_tf_data_autotuning(small_typed_index):
 
     from jobi_tf.sampling import usable_cores
 
-    ds = make_train_dataset(small_typed_index, SamplerConfig(batch_size=8, neg=4), epochs=1)
+    ds = make_train_dataset(small_typed_index, SamplerConfig(shared_negatives=0, batch_size=8, neg=4), epochs=1)
     assert ds.options().autotune.enabled is False
     assert usable_cores() == len(os.sched_getaffinity(0))  # the cores this process may use, not the machine's
     it = iter(ds)
@@ -579,7 +589,7 @@ def test_the_training_stream_runs_without_tf_data_autotuning(small_typed_index):
 @pytest.mark.parametrize(
     "cfg",
     [
-        SamplerConfig(batch_size=32, neg=10, p=0.3, corrupt_side="per-negative"),
+        SamplerConfig(shared_negatives=0, batch_size=32, neg=10, p=0.3, corrupt_side="per-negative"),
         SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8),
         SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, corrupt_side="per-negative"),
         SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=16, biased_chunk=4),
@@ -600,3 +610,43 @@ def test_pair_every_draws_the_pair_labels_of_every_nth_positive_only(small_typed
     b.pop("pair_labels")
     _assert_same_features(a, b)
     assert 0 < a["valid_negative"].mean() <= 1
+
+
+# -- the sampler's defaults: the recommended recipe, chosen when the run starts ----------------------
+@pytest.mark.parametrize(
+    "settings, sampled, replicas, chosen",
+    [
+        ({}, True, 1, (1000, 0)),  # the baseline (p 0): nothing biased to share
+        ({"p": 0.3}, True, 1, (1000, 10)),  # README's first row
+        ({"p": 0.3, "batch_size": 500}, True, 1, (500, 10)),  # the batch, whatever its size
+        ({"p": 0.3, "batch_size": 125}, True, 1, (125, 0)),  # 10 does not divide it: per triple
+        ({"p": 0.3}, True, 2, (500, 10)),  # each replica's batch
+        ({"p": 0.3}, False, 1, (0, 0)),  # a loss that scores every entity draws no negatives
+        ({"p": 0.3, "shared_negatives": 0}, True, 1, (0, 0)),  # given: kept, and no chunk without it
+        ({"p": 0.3, "shared_negatives": 50, "biased_chunk": 5}, True, 1, (50, 5)),
+    ],
+)
+def test_the_samplers_defaults_are_chosen_for_the_run(settings, sampled, replicas, chosen):
+    cfg = SamplerConfig(**settings)
+    assert (cfg.shared_negatives, cfg.biased_chunk) == (settings.get("shared_negatives"), settings.get("biased_chunk"))
+    got = cfg.resolved(sampled=sampled, replicas=replicas)
+    assert (got.shared_negatives, got.biased_chunk) == chosen and got.is_resolved
+    assert got.resolved(sampled=sampled, replicas=replicas) == got
+
+
+def test_a_pair_every_that_does_not_divide_the_default_chunk_keeps_biased_negatives_per_triple():
+    assert SamplerConfig(p=0.3).resolved(pair_every=5).biased_chunk == 10
+    assert SamplerConfig(p=0.3).resolved(pair_every=4).biased_chunk == 0
+
+
+def test_the_api_and_the_cli_get_the_recommended_recipe():
+    from jobi_tf.cli.train import config_from_command
+
+    from jobi_tf import regimes
+    from jobi_tf.config import RunConfig, with_settings
+
+    cli = regimes.resolve(config_from_command(["--dataset", "fb15k-237", "--joint", "--p", "0.3"]))
+    api = regimes.resolve(with_settings(RunConfig(), {"joint": True, "p": 0.3}))
+    assert cli.sampler == api.sampler == SamplerConfig(p=0.3, shared_negatives=1000, biased_chunk=10)
+    assert (cli.train.eval_every, cli.train.patience, cli.train.monitor) == (1, 10, "mrr")
+    assert cli.train == api.train and cli.model == api.model

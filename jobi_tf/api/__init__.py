@@ -65,6 +65,10 @@ def train(
         **settings: any other field of the run's config by name: ``epochs``, ``batch_size``,
             ``neg``, ``loss``, ``reciprocal``, ``regularizer``, ``lr``, ``seed``, ...
 
+    The defaults are ``jobi-tf train``'s: the recommended sampled recipe (1000 x 100 negatives
+    shared by the batch, biased ones by runs of 10, validation MRR every epoch, patience 10);
+    ``preset="paper"`` gives the paper's settings.
+
     The caller's global random states (Python, NumPy, TensorFlow, Keras) are left as they were.
     """
     from jobi_tf import regimes

@@ -1,8 +1,11 @@
 """Frozen configuration objects, one per stage, composed into `RunConfig`.
 
 Field names are the CLI flag names (``batch_size`` ↔ ``--batch-size``), so a bad value is
-reported as the flag the user typed. Defaults are the paper's and its code's. The sections
-live in `jobi_tf.config.sections` and `jobi_tf.config.distribution`, what a field is made of
+reported as the flag the user typed. Defaults are the paper's and its code's, except the
+sampler's and the schedule's: those are the recommended sampled recipe (1000 x 100 negatives
+shared by the batch, biased ones by runs of 10, validation MRR every epoch, patience 10;
+README's first row), and ``--preset paper`` is the paper's (`jobi_tf.presets`). The sections
+live in `jobi_tf.config.sections`, `jobi_tf.config.sampler` and `jobi_tf.config.distribution`, what a field is made of
 in `jobi_tf.config.fields`; every name is importable from here.
 """
 
@@ -16,6 +19,7 @@ from jobi_tf.config.distribution import DistributeConfig
 from jobi_tf.config.fields import (
     LAZY_MIN_ROWS,
     LOSSES,
+    MATMUL_DTYPE_CHOICES,
     MATMUL_DTYPES,
     MODELS,
     REGULARIZERS,
@@ -27,6 +31,7 @@ from jobi_tf.config.fields import (
     variant_name,
 )
 from jobi_tf.config.sections import (
+    AUTO_BIASED_CHUNK,
     DataConfig,
     EvalConfig,
     ModelConfig,
@@ -50,8 +55,10 @@ __all__ = [
     "setting",
     "flag_name",
     "LAZY_MIN_ROWS",
+    "AUTO_BIASED_CHUNK",
     "LOSSES",
     "MATMUL_DTYPES",
+    "MATMUL_DTYPE_CHOICES",
     "MODELS",
     "REGULARIZERS",
     "STRATEGIES",
@@ -84,6 +91,15 @@ class RunConfig:
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         optional = {"distribute"}  # runs saved before it existed get its defaults
         return cls(seed=d["seed"], **{k: c(**d[k]) for k, c in SECTIONS.items() if k in d or k not in optional})
+
+    def resolved(self, *, sampled: bool, replicas: int = 1) -> RunConfig:
+        """This config with the sampler's ``None`` settings chosen (`SamplerConfig.resolved`):
+        ``sampled`` says whether the loss samples negatives (`jobi_tf.regimes.resolve` knows),
+        ``replicas`` how many replicas split each batch."""
+        if self.sampler.is_resolved:
+            return self
+        sampler = self.sampler.resolved(sampled=sampled, pair_every=self.train.pair_every, replicas=replicas)
+        return dataclasses.replace(self, sampler=sampler)
 
     def hparams(self) -> dict[str, Any]:
         """The hyper-parameters a run shows in TensorBoard's HParams view (``jobi-tf grid`` declares their domains)."""

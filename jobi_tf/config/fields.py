@@ -29,6 +29,8 @@ INITS = ("table-glorot", "row-glorot")
 REGULARIZERS = plugins.names("regularizer")  # the modules of jobi_tf/regularizers
 #: dtypes of the every-entity scoring products in training (``--matmul-dtype``).
 MATMUL_DTYPES = ("float32", "bfloat16")
+#: ``--matmul-dtype`` choices: a dtype, or ``auto`` (chosen from the CPU when the run starts).
+MATMUL_DTYPE_CHOICES = (*MATMUL_DTYPES, "auto")
 STRATEGIES = ("default", "mirrored", "multi-worker", "parameter-server")  # see jobi_tf.distribute
 
 

@@ -1,6 +1,6 @@
 """The sections of a run's config, one frozen dataclass per stage: data, sampler, model,
-training, evaluation (`jobi_tf.config.RunConfig` composes them; where it runs is
-`jobi_tf.config.distribution`)."""
+training, evaluation (`jobi_tf.config.RunConfig` composes them; the sampler's lives in
+`jobi_tf.config.sampler`, where it runs in `jobi_tf.config.distribution`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from pathlib import Path
 
 from jobi_tf import plugins
 from jobi_tf.config.fields import (
-    CORRUPT_SIDES,
     INITS,
     LAZY_MIN_ROWS,
     LOSSES,
-    MATMUL_DTYPES,
+    MATMUL_DTYPE_CHOICES,
     MODELS,
     MONITORS,
     OPTIMIZERS,
@@ -26,9 +25,10 @@ from jobi_tf.config.fields import (
     _probability,
     setting,
 )
+from jobi_tf.config.sampler import AUTO_BIASED_CHUNK, SamplerConfig
 from jobi_tf.errors import ConfigError
 
-__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig"]
+__all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "AUTO_BIASED_CHUNK"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,70 +73,6 @@ class DataConfig:
     def name(self) -> str:
         """The dataset's name, or its folder's: what runs, grids and presets call the data."""
         return self.dataset or Path(self.data_dir).name
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SamplerConfig:
-    """How negatives are drawn.
-
-    Attributes:
-        batch_size: positives per step (global, across replicas).
-        neg: negatives per positive.
-        p: probability that a negative's replacement entity comes from the relation's
-            training heads/tails instead of all entities (0 = uniform negatives).
-        shared_negatives: 0 for per-triple negatives (the paper's semantics); C > 0 shares
-            the uniform negatives within chunks of C positives, which turns the scoring of
-            those negatives into a matmul (biased ones too with ``biased_chunk``).
-        corrupt_side: ``"per-negative"`` flips the head-or-tail coin for every negative, so
-            one positive's softmax mixes head and tail corruptions; ``"per-positive"``
-            flips it once per positive, so each softmax ranks the answers of one query
-            (head or tail), as evaluation does and as PyKEEN's sampler does. The default:
-            on FB15k-237 it trains clearly better baselines and JoBi models
-            (``docs/results.md``), and it halves the cost of scoring negatives.
-        biased_chunk: 0 keeps the ``round(p * neg)`` biased negatives per triple. C_b > 0
-            (with ``shared_negatives``) sorts each batch by relation and corrupted side and
-            shares the biased negatives within runs of C_b positives of that order, each drawn
-            from the training slot of one of the run's positives, picked at random; pair
-            labels are looked up per positive (`jobi_tf.sampling.NegativeSampler`). A cheaper
-            JoBi step: a run of one relation gets exactly its slot's negatives, shared.
-    """
-
-    batch_size: int = setting(500, "Positive triples per step.")
-    neg: int = setting(50, "Negatives per positive.")
-    p: float = setting(0.0, "Probability of drawing a negative from the relation's training heads/tails (biased).")
-    shared_negatives: int = setting(
-        0, "Share the uniform negatives within chunks of C positives (0 = per triple).", metavar="C"
-    )
-    corrupt_side: str = setting(
-        "per-positive",
-        "Flip the head-or-tail coin for every negative, or once per positive (each softmax ranks one query).",
-        choices=CORRUPT_SIDES,
-    )
-    biased_chunk: int = setting(
-        0,
-        "With --shared-negatives: share the biased negatives within runs of C_b positives of the batch "
-        "sorted by relation and side (0 = per triple).",
-        metavar="C_b",
-    )
-
-    def __post_init__(self) -> None:
-        _positive_int("batch_size", self.batch_size)
-        _choice("corrupt_side", self.corrupt_side, CORRUPT_SIDES)
-        _positive_int("neg", self.neg)
-        _probability("p", self.p)
-        _positive_int("shared_negatives", self.shared_negatives, 0)
-        if self.shared_negatives and self.batch_size % self.shared_negatives:
-            raise ConfigError(
-                "shared_negatives",
-                f"must divide --batch-size {self.batch_size}. Received: {self.shared_negatives}",
-            )
-        _positive_int("biased_chunk", self.biased_chunk, 0)
-        if self.biased_chunk and not self.shared_negatives:
-            raise ConfigError("biased_chunk", "needs --shared-negatives C (the uniform negatives shared as well)")
-        if self.biased_chunk and self.batch_size % self.biased_chunk:
-            raise ConfigError(
-                "biased_chunk", f"must divide --batch-size {self.batch_size}. Received: {self.biased_chunk}"
-            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -206,20 +142,25 @@ class TrainConfig:
             (one accumulator per entity row: `jobi_tf.optimizers.RowAdagrad`), or ``auto``: dense Adam
             below `LAZY_MIN_ROWS` entities, lazy above; a run records the optimizer ``auto`` chose.
         epochs: upper bound; early stopping usually ends sooner.
-        eval_every: validate (and checkpoint) every this many epochs.
+        eval_every: validate (and checkpoint) every this many epochs (default 1, with ``patience``
+            10 and ``monitor`` ``mrr``: the recommended recipe's; the paper's 5, 3 and ``hits@10``
+            are ``--preset paper``'s).
         checkpoint_steps: also checkpoint every this many steps inside an epoch (0: never).
         first_check_steps: after this many steps of the first epoch, validate a fixed sample of
             validation triples and warn if the model has not started to learn
             (`jobi_tf.stalls.FirstCheck`; 0: never). Why: on a large graph the first epoch's
             end, and its validation, may be an hour away.
         patience: stop after this many validations without a better ``monitor``.
-        monitor: the validation metric that picks the best weights and stops the run: ``hits@10``
-            (the paper's) or ``mrr``/``hits@1``/``hits@3`` (on FB15k-237 Hits@10 creeps up for longer).
+        monitor: the validation metric that picks the best weights and stops the run: ``mrr`` (the
+            default), ``hits@10`` (the paper's) or ``hits@1``/``hits@3`` (on FB15k-237 Hits@10 creeps up
+            for longer).
         jit_compile: compile the train step with XLA (explicit, never Keras's "auto").
         steps_per_execution: steps per call of the compiled step (Keras's own): a call's round trip
             was a fifth of a sampled step (docs/performance.md). Each epoch is its own ``fit``.
         matmul_dtype: dtype of the products that score every entity in training (``full-softmax``,
-            ``k-vs-all``; ``bfloat16`` for those products only: docs/performance.md).
+            ``k-vs-all``; ``bfloat16`` for those products only: docs/performance.md); ``auto``
+            picks ``bfloat16`` when the step runs without XLA on a CPU with bfloat16 dot products
+            (``avx512_bf16`` or ``amx_bf16``), else ``float32``, when the run starts (recorded).
         init_from: a run folder whose weights (and optimizer state) start this run, matched by
             entity and relation name (`jobi_tf.growth`); None: fresh tables.
         replay: with ``init_from``, the share of the source run's training triples each epoch
@@ -267,7 +208,7 @@ class TrainConfig:
         choices=OPTIMIZERS,
     )
     epochs: int = setting(200, "Maximum epochs.")
-    eval_every: int = setting(5, "Validate every N epochs.")
+    eval_every: int = setting(1, "Validate every N epochs.")
     checkpoint_steps: int = setting(
         0,
         "Also checkpoint every N steps inside an epoch (0: only at validations), so a crash loses at most N "
@@ -280,9 +221,9 @@ class TrainConfig:
         "the model is still at chance (0: off); for large graphs, whose first epoch takes long.",
         metavar="N",
     )
-    patience: int = setting(3, "Stop after this many validations without a better --monitor.")
+    patience: int = setting(10, "Stop after this many validations without a better --monitor.")
     monitor: str = setting(
-        "hits@10", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
+        "mrr", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
     )
     jit_compile: bool = setting(True, "Compile the train step with XLA.", flag="jit")
     steps_per_execution: int = setting(1, "Steps per compiled call (faster; progress moves N at once).", metavar="N")
@@ -290,8 +231,9 @@ class TrainConfig:
         "float32",
         "With --loss full-softmax or k-vs-all: dtype of the products that score every entity in training "
         "(bfloat16: faster with --no-jit on CPUs with AVX512-BF16, about 20x slower on CPUs without bfloat16 dot "
-        "products; weights and evaluation stay float32).",
-        choices=MATMUL_DTYPES,
+        "products; weights and evaluation stay float32). auto: bfloat16 with --no-jit on a CPU with avx512_bf16 "
+        "or amx_bf16, else float32 (the run records the choice).",
+        choices=MATMUL_DTYPE_CHOICES,
     )
     init_from: str | None = setting(
         None,
@@ -314,7 +256,7 @@ class TrainConfig:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
         _positive_float("slot_weight", self.slot_weight, allow_zero=True)
         _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
-        _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPES)
+        _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPE_CHOICES)
         _positive_float("alpha", self.alpha, allow_zero=True)
         _positive_int("pair_every", self.pair_every)
         _positive_float("regularization", self.regularization, allow_zero=True)
