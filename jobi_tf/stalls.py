@@ -60,12 +60,25 @@ from jobi_tf.evaluation import FilteredEvaluator, rank_metrics
 if TYPE_CHECKING:
     from jobi_tf.callbacks import LoopState, StopGuard
 
-__all__ = ["chance_mrr", "chance_bound", "StallCheck", "FirstCheck", "UNIFORM_SHARE", "FIRST_CHECK_TRIPLES"]
+__all__ = [
+    "chance_mrr",
+    "chance_bound",
+    "StallCheck",
+    "FirstCheck",
+    "UNIFORM_SHARE",
+    "MRR_MIN_STEPS",
+    "FIRST_CHECK_TRIPLES",
+]
 
 logger = logging.getLogger(__name__)
 
 #: A loss from this share of the uniform value up counts as the uniform value ("within 1%").
 UNIFORM_SHARE = 0.99
+#: At an epoch's end the MRR sign is read only from this many trained steps on: a run that starts
+#: slowly is no stall (the built-in synthetic graph's quickstart, 36 steps an epoch at batch
+#: 1000, was still at a random ranking's MRR after its first epoch and learned from the next).
+#: The loss sign needs no such wait: a softmax still uniform after a whole epoch is a stall.
+MRR_MIN_STEPS = 200
 #: Validation triples `FirstCheck` ranks at most (a fixed sample; both directions are asked).
 FIRST_CHECK_TRIPLES = 500
 #: Seed of that sample: the same triples for every run of a graph.
@@ -136,6 +149,8 @@ class StallCheck:
         """`check` of an epoch's logs (``triple_loss``, and ``val_mrr`` when it was validated)."""
         loss, mrr = logs.get("triple_loss"), logs.get("val_mrr")
         loss, mrr = (None if v is None else float(v) for v in (loss, mrr))
+        if epoch * self.steps < MRR_MIN_STEPS:
+            mrr = None
         return self.check(epoch, loss, mrr, self.valid_queries)
 
     def check(

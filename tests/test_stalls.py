@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from jobi_tf import stalls
 from jobi_tf.callbacks import LoopState, StopGuard
 from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 from jobi_tf.losses.full_softmax import FullSoftmax
@@ -134,7 +135,18 @@ def test_early_in_the_first_epoch_only_the_mrr_is_a_sign(caplog):
 
 
 # -- at each epoch's end -------------------------------------------------------------------------
-def test_a_stalled_epoch_prints_one_line_and_records_it(tmp_path, caplog, entities):
+def test_the_mrr_sign_waits_for_enough_steps():
+    """A slow start is no stall: the synthetic quickstart (36 steps an epoch) was at a random
+    ranking's MRR after epoch 1 and learned from epoch 2; the sign counts from MRR_MIN_STEPS."""
+    check = StallCheck(_cfg(**STALLED), 2000, None, 36, LoopState())
+    at_chance = {"val_mrr": chance_mrr(2000)}
+    first_read = -(-stalls.MRR_MIN_STEPS // 36)  # the first epoch with that many steps
+    assert all(check.epoch_end(e, at_chance) is None for e in range(1, first_read))
+    assert check.epoch_end(first_read, at_chance)["epoch"] == first_read
+
+
+def test_a_stalled_epoch_prints_one_line_and_records_it(tmp_path, caplog, entities, monkeypatch):
+    monkeypatch.setattr(stalls, "MRR_MIN_STEPS", 0)  # this tiny graph's epoch has few steps
     caplog.set_level(logging.WARNING)
     result = train(_cfg(**STALLED), tmp_path / "run", verbose=0)
     lines = _stall_lines(caplog)
