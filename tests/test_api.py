@@ -12,9 +12,6 @@ import jobi_tf
 from jobi_tf.config import DataConfig
 from jobi_tf.errors import ConfigError, DatasetFormatError, JobiError
 
-#: One worker runs this module (pytest-xdist): its tests share a module fixture.
-pytestmark = pytest.mark.xdist_group("api")
-
 FAST = {"dim": 8, "epochs": 1, "eval_every": 1, "batch_size": 500, "neg": 10, "lr": 0.01}
 
 

@@ -14,9 +14,6 @@ from jobi_tf.optimizers import make_optimizer
 from jobi_tf.sampling import make_train_dataset
 from jobi_tf.training import _check_batch_splits
 
-#: One worker runs this module (pytest-xdist): its tests share a module fixture.
-pytestmark = pytest.mark.xdist_group("distribute")
-
 
 def _batch(index, shared_negatives: int, pair_every: int = 1) -> dict[str, np.ndarray]:
     cfg = SamplerConfig(batch_size=8, neg=6, p=0.5, shared_negatives=shared_negatives)

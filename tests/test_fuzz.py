@@ -23,9 +23,6 @@ from jobi_tf.data.folder import read_folder_index
 from jobi_tf.data.triples import read_split_folder
 from jobi_tf.errors import JobiError
 
-#: One worker runs this module (pytest-xdist): its tests share a module fixture.
-pytestmark = pytest.mark.xdist_group("fuzz")
-
 EXAMPLES = int(os.environ.get("JOBI_TF_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 

@@ -17,9 +17,6 @@ from jobi_tf.sampling import EpochRows, make_train_dataset
 from jobi_tf.training import build_model, make_optimizer, train
 from jobi_tf.types import HEAD, SPLITS, TAIL
 
-#: One worker runs this module (pytest-xdist): its tests share a module fixture.
-pytestmark = pytest.mark.xdist_group("growth")
-
 
 def _write(folder, splits) -> str:
     folder.mkdir(parents=True, exist_ok=True)

@@ -77,9 +77,6 @@ from pathlib import Path
 
 import pytest
 
-#: One worker runs this module (pytest-xdist): its tests share one expensive module fixture.
-pytestmark = pytest.mark.xdist_group("regimes")
-
 RECORDED = Path(__file__).resolve().parent / "data" / "regime_metrics.json"
 #: Benchmark copies under ``$JOBI_TF_DATA_DIR`` (skipped without them).
 LOCAL_DATASETS = ("kinship", "umls")

@@ -26,9 +26,6 @@ from jobi_tf.errors import JobiError, TrainingStopped
 from jobi_tf.runlock import RunLock, RunLockedError
 from jobi_tf.training import build_model, make_optimizer, train
 
-#: One worker runs this module (pytest-xdist): its tests share one expensive module fixture.
-pytestmark = pytest.mark.xdist_group("reliability")
-
 FAULT_CHILD = Path(__file__).resolve().parent / "fault_child.py"
 #: jobi-tf's arguments: 3 batches of 500 positives per epoch, validation (and a
 #: checkpoint) every epoch; the faults land in epoch 2, after the first checkpoint.

@@ -14,9 +14,6 @@ from jobi_tf.config import SamplerConfig
 from jobi_tf.errors import ConfigError
 from jobi_tf.sampling import NegativeSampler, make_train_dataset, steps_per_epoch
 
-#: One worker runs this module (pytest-xdist): its tests share a module fixture.
-pytestmark = pytest.mark.xdist_group("sampling")
-
 
 def _pools(index):
     """Brute-force training heads/tails per relation, as Python sets."""

@@ -24,9 +24,6 @@ from jobi_tf.losses.sampled_softmax import SampledSoftmax
 from jobi_tf.stalls import FirstCheck, StallCheck, chance_bound, chance_mrr
 from jobi_tf.training import load_data, train
 
-#: One worker runs this module (pytest-xdist): its tests share a module fixture.
-pytestmark = pytest.mark.xdist_group("stalls")
-
 #: A 1-vs-all run (kbc's recipe in small) that cannot move: the learning rate is 1e-12.
 STALLED = dict(lr=1e-12, init="table-glorot", regularization=0.05)
 #: The same run with rows large enough and a rate high enough to learn in its first epoch.

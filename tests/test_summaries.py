@@ -13,9 +13,6 @@ from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, Tr
 from jobi_tf.summaries import HPARAM_METRICS
 from jobi_tf.training import train
 
-#: One worker runs this module (pytest-xdist): its tests share a module fixture.
-pytestmark = pytest.mark.xdist_group("summaries")
-
 
 def _cfg(joint: bool, reciprocal: bool = False) -> RunConfig:
     return RunConfig(

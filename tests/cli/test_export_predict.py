@@ -12,9 +12,6 @@ from click.testing import CliRunner
 from jobi_tf.cli.main import main
 from tiny_cli import tiny_flags
 
-#: One worker runs this module (pytest-xdist): its tests share a module fixture.
-pytestmark = pytest.mark.xdist_group("export_predict")
-
 TINY_RUN = [*tiny_flags(1), "--joint"]
 
 
