@@ -34,7 +34,7 @@ __all__ = [
     "ScoredBatch",
     "Factors",
     "ScoringModel",
-    "REGIMES",
+    "REGIME_NAMES",
     "replica_share",
 ]
 
@@ -45,7 +45,7 @@ MASKED_LOGIT = -1e9
 #: their batches): the positive against sampled negatives, every entity for both directions
 #: of each positive, every entity for batches of distinct training queries.
 SAMPLED, ONE_VS_ALL, K_VS_ALL = "sampled", "1-vs-all", "k-vs-all"
-REGIMES = (SAMPLED, ONE_VS_ALL, K_VS_ALL)
+REGIME_NAMES = (SAMPLED, ONE_VS_ALL, K_VS_ALL)
 
 
 class Objective:
@@ -112,7 +112,7 @@ class PairBCE(Objective):
     batch, ``query_pair_labels`` (the asked slot of each query's relation).
 
     Args:
-        regime: one of `REGIMES`: the triple head's, so both heads score the same candidates.
+        regime: one of `REGIME_NAMES`: the triple head's, so both heads score the same candidates.
         every: train on positives 0, every, 2 every, ... of each sampled batch only (1: all of
             them, the paper's objective); a cheaper step (`ScoredBatch.sampled_rows`). The
             batch's ``pair_labels`` then hold those positives' rows only (the sampler's
@@ -122,8 +122,8 @@ class PairBCE(Objective):
     default_name = "pair"
 
     def __init__(self, regime: str = SAMPLED, head: int = PAIR_HEAD, name: str | None = None, every: int = 1) -> None:
-        if regime not in REGIMES:
-            raise ValueError(f"regime must be one of {list(REGIMES)}. Received: regime={regime!r}")
+        if regime not in REGIME_NAMES:
+            raise ValueError(f"regime must be one of {list(REGIME_NAMES)}. Received: regime={regime!r}")
         if every < 1 or (every > 1 and regime != SAMPLED):
             raise ValueError(f"every must be 1, or > 1 with sampled training only. Received: every={every!r}")
         super().__init__(head, name)
