@@ -152,7 +152,7 @@ def test_a_stalled_epoch_prints_one_line_and_records_it(tmp_path, caplog, entiti
     assert lines[0].startswith("epoch 1 ended at a uniform softmax (triple loss ")
     assert f"vs {uniform:.3f} = 2*ln(N), N = {entities} entities)" in lines[0]
     assert "the model has not started to learn" in lines[0]
-    assert "try --regularization 0, --init row-glorot (larger initial rows), a higher --lr" in lines[0]
+    assert "try --relation-penalty 0.02 (N3 on the relation rows), --regularization 0, a higher --lr" in lines[0]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics == result.metrics
     [warning] = metrics["warnings"]
