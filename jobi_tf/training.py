@@ -173,8 +173,7 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
     verbose = verbose if chief else 0
-    callbacks = _callbacks(cfg, run_dir, model, evaluator, state, steps, chief, bool(verbose))
-    guard, validation = callbacks[0], callbacks[2]
+    callbacks, guard, validation = _callbacks(cfg, run_dir, model, evaluator, state, steps, chief, bool(verbose))
 
     def fit(first_epoch: int, first_step: int, last_epoch: int) -> None:
         if trainer is not None:
@@ -200,10 +199,13 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     return TrainResult(run_dir, _finish(model, evaluator, run_dir, state, cfg))
 
 
-def _callbacks(cfg, run_dir, model, evaluator, state: LoopState, steps: int, chief: bool, announce: bool) -> list:
+def _callbacks(
+    cfg, run_dir, model, evaluator, state: LoopState, steps: int, chief: bool, announce: bool
+) -> tuple[list, StopGuard, EvaluationCallback]:
     """The ``fit`` callbacks, in the order they must run: `StopGuard`, `Throughput`,
     `EvaluationCallback` (with the end-of-epoch `jobi_tf.stalls.StallCheck`), then the optional
-    `jobi_tf.stalls.FirstCheck` and `PeriodicCheckpoint`, and the chief's TensorBoard summaries."""
+    `jobi_tf.stalls.FirstCheck` and `PeriodicCheckpoint`, and the chief's TensorBoard summaries;
+    with the guard and the validation callback, which the loop reads again."""
     guard = StopGuard(steps, first=(state.epoch, state.step))
     stall = stalls.StallCheck.for_model(model, cfg, evaluator, steps, state)
     train = cfg.train
@@ -217,7 +219,7 @@ def _callbacks(cfg, run_dir, model, evaluator, state: LoopState, steps: int, chi
         callbacks.append(PeriodicCheckpoint(train.checkpoint_steps, run_dir, state, guard, write=chief))
     if chief:
         callbacks.append(summaries.RunSummaries(RunFolder(run_dir).tensorboard, state))
-    return callbacks
+    return callbacks, guard, validation
 
 
 def _build_or_restore(cfg, run_dir, index, strategy, growth):
