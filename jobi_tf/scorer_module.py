@@ -1,11 +1,11 @@
-"""The object a jobi-tf SavedModel serves: the signatures' code over its tables and vocabularies
-(`jobi_tf.served_tables`).
+"""The object a jobi-tf SavedModel serves: its signatures' code over its tables and vocabularies.
 
 An export answers questions in *names*: the entity and relation vocabularies ship as
 SavedModel assets read by ``tf.lookup`` tables, so clients never see integer ids. It holds
 only what the test-time model needs — the entity table and the triple head's relation
 table (SimplE's inverse-relation and tail-role halves live in the same rows) — and no pair
-head (unless asked for soft typed answers), optimizer slot or training graph.
+head (unless asked for soft typed answers), optimizer slot or training graph. The lookups the
+signatures read live in `jobi_tf.served_tables`.
 
 The signatures and their input and output names are the serving contract,
 `jobi_tf.serving.contract` (``serving_default`` is ``predict_tail``); ``B`` is the batch and
