@@ -6,10 +6,8 @@ a known fact (train, valid or test) other than the one ranked are removed ("filt
 Bordes et al., 2013).
 
 How: queries are scored ``eval_batch_size`` at a time against blocks of ``chunk_size``
-entities with the scorer's ``score_candidates`` (one matmul for the bilinear scorers, see
-`jobi_tf.models.scorers`); the known facts of the batch falling in the block are set to
-``-inf`` there, and the entities scoring above / equal to the true one are counted. Memory
-is bounded by ``eval_batch_size * chunk_size`` floats, whatever the graph's size.
+entities (`jobi_tf.block_ranking`), so memory is bounded by ``eval_batch_size * chunk_size``
+floats, whatever the graph's size.
 
 Ties: ``optimistic = 1 + #greater``, ``pessimistic = 1 + #greater + #equal``, and the
 default ``realistic`` rank is their mean (as PyKEEN and LibKGE report).
@@ -38,8 +36,8 @@ import dataclasses
 import logging
 
 import numpy as np
-import tensorflow as tf
 
+from jobi_tf.block_ranking import BlockCounts, BlockRanker, entity_blocks
 from jobi_tf.config import EvalConfig
 from jobi_tf.data.index import CSR, KGIndex
 from jobi_tf.data.keys import pack, sorted_contains
@@ -112,8 +110,7 @@ class FilteredEvaluator:
         self.index = index
         self.cfg = cfg or EvalConfig()
         self.relation_labels = relation_labels
-        self._count = tf.function(_count_above, reduce_retracing=True)
-        self._read = tf.function(_read_target_scores, reduce_retracing=True)
+        self._ranker = BlockRanker()
 
     def ranks(self, model, triples: np.ndarray, *, tails_only: bool = False, progress: bool = False) -> Ranks:
         """Filtered ranks of ``triples`` (int ``(N, 3)``) under ``model``'s triple head.
@@ -178,73 +175,42 @@ class FilteredEvaluator:
             q = model.pair_head_queries(triples[:, RELATION], triples[:, TAIL])
         threshold = float(pair_score_threshold(np.float64(self.cfg.pair_threshold)))  # 0, 1: all or none
         table = model.entity_embeddings
-        n, chunk = self.index.num_entities, self.cfg.chunk_size
+        blocks = entity_blocks(self.index.num_entities, self.cfg.chunk_size)
         return np.concatenate(
-            [
-                model.scorer.score_candidates(q, table[lo : min(lo + chunk, n)]).numpy() >= threshold
-                for lo in range(0, n, chunk)
-            ],
-            axis=1,
+            [model.scorer.score_candidates(q, table[lo:hi]).numpy() >= threshold for lo, hi in blocks], axis=1
         )
 
     def _batch(
         self, model, triples, is_tail, known: CSR, keys, targets, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(greater, equal, top1)`` of one batch of queries (see `Ranks`)."""
         if is_tail:
             q = model.tail_queries(triples[:, HEAD], triples[:, RELATION])
         else:
             q = model.head_queries(triples[:, RELATION], triples[:, TAIL])
-        table = model.entity_embeddings
-        rows, cols = known.lookup(keys)  # every known answer, the true one included
-        n, chunk = self.index.num_entities, self.cfg.chunk_size
-        blocks = [(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
         targets = np.asarray(targets, np.int64)
-        # The true entity's score must come out of the same matmul as its rivals' (a dot
-        # product summed in another order rounds differently and breaks exact ties). With
-        # one block it is read during counting; with several, a first pass reads it.
-        if len(blocks) == 1:
-            target_scores, target_cols = tf.zeros(len(triples), table.dtype), targets
-        else:
-            target_scores = np.zeros(len(triples), np.float32)
-            for lo, hi in blocks:
-                inside = (targets >= lo) & (targets < hi)
-                if inside.any():
-                    block = self._read(
-                        model.scorer, q, table[lo:hi], tf.constant(np.where(inside, targets - lo, 0), tf.int32)
-                    )
-                    target_scores[inside] = block.numpy()[inside]
-            target_cols = np.full(len(triples), -1)
-        greater = np.zeros(len(triples), np.float64)
-        equal = np.zeros(len(triples), np.float64)
-        rival_score = np.full(len(triples), -np.inf, np.float32)  # best unfiltered non-target so far
-        rival = np.zeros(len(triples), np.int64)
-        for lo, hi in blocks:
-            inside = (cols >= lo) & (cols < hi)
-            filt = np.stack([rows[inside], cols[inside] - lo], axis=1).astype(np.int32).reshape(-1, 2)
-            cols_in_block = np.where(target_cols >= 0, target_cols - lo, -1).astype(np.int32)
-            g, e, best, best_col, target_score = self._count(
-                model.scorer,
-                q,
-                table[lo:hi],
-                tf.constant(filt),
-                target_scores,
-                tf.constant(cols_in_block),
-                None if allowed is None else tf.constant(allowed[:, lo:hi]),
-            )
-            greater += g.numpy()
-            equal += e.numpy()
-            best = best.numpy()
-            better = best > rival_score  # strict: on ties the earlier block (lower id) stays
-            rival_score = np.where(better, best, rival_score)
-            rival = np.where(better, best_col.numpy() + lo, rival)
-        target_score = target_score.numpy()
-        target_first = (target_score > rival_score) | ((target_score == rival_score) & (targets < rival))
+        blocks = entity_blocks(self.index.num_entities, self.cfg.chunk_size)
+        # every known answer is filtered, the true one included
+        counts = self._ranker.count(
+            model.scorer, q, model.entity_embeddings, known.lookup(keys), targets, blocks, allowed
+        )
+        return self._outcome(counts, targets, allowed)
+
+    def _outcome(
+        self, counts: BlockCounts, targets: np.ndarray, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The batch's ``(greater, equal, top1)`` from its block counts, the top-1 being the
+        target where it beats the best rival (exact ties: the lower id)."""
+        greater, equal, rival = counts.greater, counts.equal, counts.rival
+        target_first = (counts.target_score > counts.rival_score) | (
+            (counts.target_score == counts.rival_score) & (targets < rival)
+        )
         if allowed is not None:  # an answer outside the slot is no candidate: the query is missed
             outside = ~allowed[np.arange(len(targets)), targets]
             greater = np.where(outside, self.index.num_entities - 1.0, greater)
             equal = np.where(outside, 0.0, equal)
             target_first &= ~outside
-            rival = np.where(np.isneginf(rival_score), -1, rival)  # every candidate filtered: no answer
+            rival = np.where(np.isneginf(counts.rival_score), -1, rival)  # every candidate filtered: no answer
         return greater, equal, np.where(target_first, targets, rival)
 
     def evaluate(self, model, split: str = "test", *, tails_only: bool = False, progress: bool = False) -> dict:
@@ -323,44 +289,8 @@ class FilteredEvaluator:
         return ~seen & (answers >= 0)  # -1: type-aware ranking left no candidate to answer with
 
 
-def _count_above(scorer, q, entities, filtered, target_scores, target_cols, allowed=None):
-    """Per query, how many unfiltered entities of a block score above / equal to the target.
-
-    Args:
-        scorer: the model's `jobi_tf.models.Scorer` (its ``score_candidates``).
-        q: ``[B, W]`` queries.
-        entities: ``[C, W]`` a block of the entity table.
-        filtered: int32 ``[M, 2]`` (query row, column in block) pairs to ignore; they
-            include the target itself.
-        target_scores: ``[B]`` score of each query's true entity, used where
-            ``target_cols`` is -1.
-        target_cols: int32 ``[B]`` column of the true entity in this block, or -1; where
-            given, the target's score is read from this block's score matrix.
-        allowed: bool ``[B, C]`` candidates to rank (type-aware ranking), or None for all.
-    """
-    scores = scorer.score_candidates(q, entities)
-    read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
-    target_scores = tf.where(target_cols >= 0, read, tf.cast(target_scores, scores.dtype))
-    scores = tf.tensor_scatter_nd_update(scores, filtered, tf.fill([tf.shape(filtered)[0]], -np.inf))
-    if allowed is not None:
-        scores = tf.where(allowed, scores, tf.constant(-np.inf, scores.dtype))
-    # int32 counts: a [B, C] float64 cast would be 8 bytes per score, twice, per block.
-    greater = tf.reduce_sum(tf.cast(scores > target_scores[:, None], tf.int32), axis=1)
-    equal = tf.reduce_sum(tf.cast(scores == target_scores[:, None], tf.int32), axis=1)
-    # The best candidate the filter keeps (the target is filtered here, so it is a rival).
-    best_col = tf.argmax(scores, axis=1, output_type=tf.int32)
-    best = tf.gather(scores, best_col, axis=1, batch_dims=1)
-    return greater, equal, best, best_col, target_scores
-
-
 def _share(flags: np.ndarray) -> float:
     return float(np.mean(flags)) if len(flags) else float("nan")
-
-
-def _read_target_scores(scorer, q, entities, target_cols):
-    """``[B]`` scores at ``target_cols`` of this block's score matrix (first pass, several blocks)."""
-    scores = scorer.score_candidates(q, entities)
-    return tf.gather(scores, target_cols, axis=1, batch_dims=1)
 
 
 def _progress_bar(total: int):

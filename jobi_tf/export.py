@@ -18,6 +18,7 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ from jobi_tf.errors import ExportError
 from jobi_tf.loading import load_index
 from jobi_tf.models import JoBiModel
 from jobi_tf.runs import RunFolder
-from jobi_tf.scorer_module import scorer_module
+from jobi_tf.scorer_module import TripleScorerModule, scorer_module
 from jobi_tf.serving.contract import (
     DEFAULT_SIGNATURE,
     METADATA_FILE,
@@ -40,13 +41,7 @@ from jobi_tf.serving.contract import (
     TYPED_SIGNATURES,
 )
 
-__all__ = [
-    "ExportResult",
-    "known_facts",
-    "export_saved_model",
-    "export_run",
-    "directory_bytes",
-]
+__all__ = ["ExportResult", "known_facts", "export_saved_model", "export_run", "directory_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +96,7 @@ def export_saved_model(
     *,
     train_triples: np.ndarray | None = None,
     metadata: dict | None = None,
-    calibration=None,
+    calibration: Calibration | None = None,
 ) -> ExportResult:
     """Write the triple scorer of ``model`` as ``<base_dir>/<version>``.
 
@@ -127,30 +122,53 @@ def export_saved_model(
     relation_table = np.asarray(model.triple_relations.numpy(), np.float32)
     reciprocal = bool(getattr(model, "reciprocal", False))
     _check_inputs(entity_table, relation_table, entities, relations, cfg, train_triples, reciprocal)
+    version, final = _version_folder(base, cfg)
+    module = _module_factory(model, (entity_table, relation_table), len(relations), cfg, train_triples, calibration)
+    info = {**_metadata(model, len(entities), len(relations), cfg, calibration), **(metadata or {})}
+    _write_version(module, entities, relations, _signatures(cfg), info, final)
+    logger.info("exported %s", final)
+    return ExportResult(final, version, directory_bytes(final), entity_table.nbytes + relation_table.nbytes)
+
+
+def _version_folder(base: Path, cfg: ExportConfig) -> tuple[int, Path]:
+    """The version to write (``cfg.version``, else the next number) and its folder, refused
+    when it exists without ``cfg.force``."""
     version = cfg.version if cfg.version is not None else _next_version(base)
     final = base / str(version)
     if final.exists() and not cfg.force:
         raise ExportError(f"{final}: version {version} exists; use --force to replace it or --version for another")
-    known = known_facts(train_triples, len(relations), len(entities)) if cfg.filter_known else (None, None, None)
-    slots = slot_sets(train_triples, len(relations)) if cfg.typed else None  # (`jobi_tf.data.index`)
-    pair_table = _pair_table(model) if cfg.pair_head else None
-    info = {**_metadata(model, len(entities), len(relations), cfg, calibration), **(metadata or {})}
+    return version, final
 
-    def module(vocab_dir: Path):
+
+def _module_factory(
+    model: JoBiModel,
+    tables: tuple[np.ndarray, np.ndarray],
+    num_relations: int,
+    cfg: ExportConfig,
+    train_triples: np.ndarray | None,
+    calibration: Calibration | None,
+) -> Callable[[Path], TripleScorerModule]:
+    """What the export holds, as ``vocab_dir -> module``: the served object over the vocabulary
+    files written to ``vocab_dir``, with the facts, slots and pair table ``cfg`` asks for.
+    ``tables``: the entity and triple-relation tables, already checked against the vocabularies."""
+    num_entities = len(tables[0])
+    known = known_facts(train_triples, num_relations, num_entities) if cfg.filter_known else (None, None, None)
+    slots = slot_sets(train_triples, num_relations) if cfg.typed else None  # (`jobi_tf.data.index`)
+    pair_table = _pair_table(model) if cfg.pair_head else None
+
+    def module(vocab_dir: Path) -> TripleScorerModule:
         return scorer_module(
             model,
             str(vocab_dir / "entities.txt"),
             str(vocab_dir / "relations.txt"),
             known,
-            tables=(entity_table, relation_table),
+            tables=tables,
             slots=slots,
             calibration=calibration,
             pair_relations=pair_table,
         )
 
-    _write_version(module, entities, relations, _signatures(cfg), info, final)
-    logger.info("exported %s", final)
-    return ExportResult(final, version, directory_bytes(final), entity_table.nbytes + relation_table.nbytes)
+    return module
 
 
 def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: ExportConfig, calibration) -> dict:

@@ -128,27 +128,36 @@ class ShardedTable(tf.Module):
         self.num_shards = math.ceil(rows / self.rows_per_shard)  # no empty block
         if colocate_with is not None and colocate_with.rows_per_shard != self.rows_per_shard:
             raise ValueError(f"{path}: cannot sit beside {colocate_with.path}, whose blocks differ")
-        strategy = tf.distribute.get_strategy()
-        self.shards: list[tf.Variable] = []
-        width = self.shape[1]
-        for i in range(self.num_shards):
-            lo, hi = self.block_range(i)
-            # ``fill`` first, made by a callable so that it is made where the strategy puts the
-            # variable (on its server); the initial rows then go in chunk by chunk, so a server
-            # never holds more than its block and one chunk.
-            zeros = lambda n=hi - lo: tf.fill([n, width], tf.constant(fill, tf.float32))  # noqa: E731
-            name = f"{self.name}_shard{i}"
-            if colocate_with is None:
+        self.shards: list[tf.Variable] = [
+            self._new_block(i, make, trainable, fill, colocate_with) for i in range(self.num_shards)
+        ]
+
+    def _new_block(
+        self,
+        i: int,
+        make: BlockInitializer | None,
+        trainable: bool,
+        fill: float,
+        colocate_with: ShardedTable | None,
+    ) -> tf.Variable:
+        """Block ``i``'s variable, made where the strategy puts it, holding its initial rows."""
+        lo, hi = self.block_range(i)
+        # ``fill`` first, made by a callable so that it is made where the strategy puts the
+        # variable (on its server); the initial rows then go in chunk by chunk, so a server
+        # never holds more than its block and one chunk.
+        zeros = lambda n=hi - lo: tf.fill([n, self.shape[1]], tf.constant(fill, tf.float32))  # noqa: E731
+        name = f"{self.name}_shard{i}"
+        if colocate_with is None:
+            shard = tf.Variable(zeros, name=name, trainable=trainable)
+        else:
+            with tf.distribute.get_strategy().extended.colocate_vars_with(colocate_with.shards[i]):
                 shard = tf.Variable(zeros, name=name, trainable=trainable)
-            else:
-                with strategy.extended.colocate_vars_with(colocate_with.shards[i]):
-                    shard = tf.Variable(zeros, name=name, trainable=trainable)
-            self.shards.append(shard)
-            if make is not None:
-                with tf.device(shard.device):
-                    for a in range(lo - lo % INIT_CHUNK_ROWS, hi, INIT_CHUNK_ROWS):
-                        a, b = max(a, lo), min(a + INIT_CHUNK_ROWS, hi)
-                        shard.scatter_update(tf.IndexedSlices(make(a, b), tf.range(a - lo, b - lo)))
+        if make is not None:
+            with tf.device(shard.device):
+                for a in range(lo - lo % INIT_CHUNK_ROWS, hi, INIT_CHUNK_ROWS):
+                    a, b = max(a, lo), min(a + INIT_CHUNK_ROWS, hi)
+                    shard.scatter_update(tf.IndexedSlices(make(a, b), tf.range(a - lo, b - lo)))
+        return shard
 
     def block_range(self, i: int) -> tuple[int, int]:
         """Rows ``[lo, hi)`` of block ``i``."""

@@ -14,7 +14,7 @@ from jobi_tf.cli.main import main
 from jobi_tf.calibration import ISOTONIC_EPS, Calibration, _rectangular, brier, corrupt, ece, fit_isotonic, fit_platt
 from jobi_tf.config import ExportConfig
 from jobi_tf.export import export_saved_model
-from jobi_tf.scorer_module import _interpolate
+from jobi_tf.served_tables import interpolate
 
 
 def _isotonic_reference(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -50,7 +50,7 @@ def test_row_wise_interpolation_equals_numpy_interp_with_padded_rows():
         fits.append((knots, np.sort(rng.random(n))))
     knots, values = _rectangular(fits)
     x = rng.normal(scale=2, size=(3, 50))
-    got = _interpolate(tf.constant(knots, tf.float32), tf.constant(values, tf.float32), tf.constant(x, tf.float32))
+    got = interpolate(tf.constant(knots, tf.float32), tf.constant(values, tf.float32), tf.constant(x, tf.float32))
     expected = np.stack([np.interp(x[i], k, v) for i, (k, v) in enumerate(fits)])
     np.testing.assert_allclose(got.numpy(), expected, atol=1e-6)
     cal = Calibration(None, None, np.zeros(3, bool), "isotonic", knots, values)

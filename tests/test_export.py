@@ -247,7 +247,7 @@ def test_the_export_holds_only_the_triple_tables_and_the_vocabularies(random_exp
 
 
 def test_no_signature_gathers_from_a_variable(random_export):
-    """A ``ResourceGather`` would make every top-k matmul copy the whole table (see ``export._read``)."""
+    """A ``ResourceGather`` would make every top-k matmul copy the whole table (see ``served_tables.read_value``)."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     export = random_export("complex", filter_known=True)

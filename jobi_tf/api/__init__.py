@@ -71,18 +71,11 @@ def train(
 
     The caller's global random states (Python, NumPy, TensorFlow, Keras) are left as they were.
     """
-    from jobi_tf import regimes
-
     dataset = data if isinstance(data, Dataset) else load_dataset(data)
     named = {"model": model, "dim": dim, "joint": joint, "p": p}
     settings = {**{k: v for k, v in named.items() if v is not None}, **settings}
     with python_errors():
-        base = config or RunConfig()
-        if preset is not None:
-            name = dataset.data.name if dataset.data is not None else None
-            base = apply_preset(base, preset, explicit=set(settings), dataset=name)
-        cfg = with_settings(base, settings)  # checked before any folder is made
-        regimes.check(cfg)
+        cfg = _run_config(config or RunConfig(), preset, settings, dataset)  # checked before any folder is made
         folder = RunFolder(tempfile.mkdtemp(prefix="jobi-tf-run-") if run_dir is None else run_dir)
         cfg = dataclasses.replace(cfg, data=_data_config(dataset, folder))
         train_from_config(cfg, folder.path, verbose=verbose, data=dataset)
@@ -117,6 +110,19 @@ def train_from_config(
 
     loaded = None if data is None else (data.entities, data.relations, data.index)
     return train_run(config, run_dir, verbose=verbose, data=loaded).metrics
+
+
+def _run_config(base: RunConfig, preset: str | None, settings: dict[str, Any], dataset: Dataset) -> RunConfig:
+    """``base`` with the ``preset`` (for the dataset's name) and then the ``settings`` applied,
+    checked as its regime requires."""
+    from jobi_tf import regimes
+
+    if preset is not None:
+        name = dataset.data.name if dataset.data is not None else None
+        base = apply_preset(base, preset, explicit=set(settings), dataset=name)
+    cfg = with_settings(base, settings)
+    regimes.check(cfg)
+    return cfg
 
 
 def _data_config(dataset: Dataset, folder: RunFolder) -> DataConfig:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from jobi_tf.errors import DatasetFormatError, JobiError
+
+if TYPE_CHECKING:
+    from jobi_tf.datasets.builders import KGTriplesBuilder
 
 __all__ = ["NAMES", "TFDS_DIR_ENV", "load_named"]
 
@@ -63,9 +67,24 @@ def load_named(
     ``verify_checksums`` only matter the first time (delete the folder to rebuild).
     """
     key = _canonical_name(name)
+    from jobi_tf.datasets.builders import TFDS_TO_FILE_SPLIT
+
+    builder = _prepared_builder(key, data_dir, manual_dir, verify_checksums)
+    logger.info("%s: reading prepared TFDS data from %s", key, builder.data_dir)
+    return {stem: _read_split(builder, split, as_bytes) for split, stem in TFDS_TO_FILE_SPLIT.items()}
+
+
+def _prepared_builder(
+    key: str,
+    data_dir: str | os.PathLike[str] | None,
+    manual_dir: str | os.PathLike[str] | None,
+    verify_checksums: bool,
+) -> KGTriplesBuilder:
+    """The TFDS builder of benchmark ``key`` (a `NAMES` entry), its data prepared in
+    ``data_dir`` (once; see `load_named` for the arguments)."""
     import tensorflow_datasets as tfds
 
-    from jobi_tf.datasets.builders import BUILDERS, TFDS_TO_FILE_SPLIT
+    from jobi_tf.datasets.builders import BUILDERS
 
     if data_dir is None:
         data_dir = os.environ.get(TFDS_DIR_ENV) or None
@@ -79,8 +98,7 @@ def load_named(
         _check_manual_folder(manual, key)
     config = tfds.download.DownloadConfig(manual_dir=os.fspath(manual), try_download_gcs=False)
     builder.download_and_prepare(download_config=config)
-    logger.info("%s: reading prepared TFDS data from %s", key, builder.data_dir)
-    return {stem: _read_split(builder, split, as_bytes) for split, stem in TFDS_TO_FILE_SPLIT.items()}
+    return builder
 
 
 #: Examples read from the prepared copy at a time. Reading a split as one batch makes

@@ -58,6 +58,9 @@ _KEY_DIGITS = 9
 _CONNECT_TIMEOUT_S = 10.0
 
 _CITATIONS_FILE = Path(__file__).with_name("CITATIONS.bib")
+#: The published split files' sha256 (``dataset<TAB>split<TAB>sha256`` rows after a header;
+#: split is the file stem), kept as data beside the builders as TFDS keeps its checksums.tsv.
+_SHA256_FILE = Path(__file__).with_name("split_sha256.tsv")
 _CONVE_RAW = "https://raw.githubusercontent.com/TimDettmers/ConvE/master"
 _CONVE_MEMBERS: Mapping[str, str] = {"train": "train.txt", "validation": "valid.txt", "test": "test.txt"}
 
@@ -71,6 +74,13 @@ def _manual_instructions(url: str, members: Mapping[str, str], crlf: bool = Fals
         f"head<TAB>relation<TAB>tail triple per line, UTF-8, {endings}, no header. "
         f"They are the members of {url}: {listed}."
     )
+
+
+def _published_sha256(name: str) -> dict[str, str] | None:
+    """``{file stem: sha256}`` of benchmark ``name``'s split files, None where none is known."""
+    rows = [line.split("\t") for line in _SHA256_FILE.read_text(encoding="utf-8").splitlines()[1:]]
+    found = {stem: digest for dataset, stem, digest in rows if dataset == name}
+    return found or None
 
 
 def _citation(keys: tuple[str, ...]) -> str:
@@ -105,7 +115,8 @@ class KGTriplesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     # Path inside the extracted archive of each TFDS split's file.
     ARCHIVE_MEMBERS: Mapping[str, str] = _CONVE_MEMBERS
     # Expected sha256 of each split file (keyed by file stem) after CRLF normalisation;
-    # None where no verified value is known, so no check is possible.
+    # None where no verified value is known, so no check is possible. Read from
+    # split_sha256.tsv for each benchmark, unless the class sets it.
     SHA256: Mapping[str, str] | None = None
     # True where the upstream files are known to use CRLF: strip the CR of each line end.
     STRIP_TRAILING_CR: bool = False
@@ -118,10 +129,12 @@ class KGTriplesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         """A benchmark's TFDS name ("jobi_" avoids clashes in TFDS's registry, which cannot hold
-        "-") and its manual-download text follow from `JOBI_NAME`, `URL` and `ARCHIVE_MEMBERS`;
-        set before TFDS registers the class, which reads ``name``."""
+        "-"), its manual-download text and its checksums follow from `JOBI_NAME`, `URL` and
+        `ARCHIVE_MEMBERS`; set before TFDS registers the class, which reads ``name``."""
         if cls.JOBI_NAME:
             cls.name = "jobi_" + cls.JOBI_NAME.replace("-", "_")
+            if "SHA256" not in cls.__dict__:
+                cls.SHA256 = _published_sha256(cls.JOBI_NAME)
             cls.MANUAL_DOWNLOAD_INSTRUCTIONS = _manual_instructions(
                 cls.URL, cls.ARCHIVE_MEMBERS, crlf=cls.STRIP_TRAILING_CR
             )
@@ -256,11 +269,6 @@ class FB15k237(KGTriplesBuilder):
 
     JOBI_NAME = "fb15k-237"
     URL = f"{_CONVE_RAW}/FB15k-237.tar.gz"
-    SHA256 = {
-        "train": "61099230e4439f90885ca9767739e31e8e32f54736fa1c35952b27997bc7c08a",
-        "valid": "749cbe9d923bac7b9354da5614ecfed2e0220256d442c3e04a6b303db1f273d9",
-        "test": "e2e35e8e6113de220140b6f44dc71a5207b0fc6872d575e874aefe13259b655b",
-    }
     # The ConvE copies use CRLF line endings; the CR is not part of the entity ids.
     STRIP_TRAILING_CR = True
     CITATION_KEYS = ("toutanova2015observed",)
@@ -278,7 +286,6 @@ class FB15k(KGTriplesBuilder):
         "validation": "FB15k/freebase_mtr100_mte100-valid.txt",
         "test": "FB15k/freebase_mtr100_mte100-test.txt",
     }
-    SHA256 = None  # no verified sha256 of the split files known here
     HOMEPAGE = "https://everest.hds.utc.fr/doku.php?id=en:transe"
     CITATION_KEYS = ("bordes2013transe",)
 
@@ -288,11 +295,6 @@ class WN18RR(KGTriplesBuilder):
 
     JOBI_NAME = "wn18rr"
     URL = f"{_CONVE_RAW}/WN18RR.tar.gz"
-    SHA256 = {
-        "train": "038612e783c215ee5f3ca9fbfca27b8d0739be1028fe4ee7c174aecf0b83d5df",
-        "valid": "453ce7202afa58094a04d2b1560ee2b02660f1c260b32ce6651c8ccedd1028ab",
-        "test": "0383bceaaa1096cf3c03ec021ed0048068e2355dbfc0239b292cefdac821cec5",
-    }
     CITATION_KEYS = ("dettmers2018conve",)
 
 
@@ -301,7 +303,6 @@ class YAGO310(KGTriplesBuilder):
 
     JOBI_NAME = "yago3-10"
     URL = f"{_CONVE_RAW}/YAGO3-10.tar.gz"
-    SHA256 = None  # no verified sha256 of the split files known here
     CITATION_KEYS = ("dettmers2018conve", "mahdisoltani2015yago3")
 
 
@@ -310,11 +311,6 @@ class Kinship(KGTriplesBuilder):
 
     JOBI_NAME = "kinship"
     URL = f"{_CONVE_RAW}/kinship.tar.gz"
-    SHA256 = {
-        "train": "738612111a6acf0e39662bde24c7e72a4d1edf20931beea077da367dda689731",
-        "valid": "c56f8630a583178b1e569f11a64aa535ae1ce0b0912d8b1e24716be2b37f04da",
-        "test": "05e5733265761d55be9c05bfaff5a8d0808df46f9c1e9d66cc3f2fe114e43d88",
-    }
     CITATION_KEYS = ("kemp2006irm", "dettmers2018conve")
 
 
@@ -323,11 +319,6 @@ class UMLS(KGTriplesBuilder):
 
     JOBI_NAME = "umls"
     URL = f"{_CONVE_RAW}/umls.tar.gz"
-    SHA256 = {
-        "train": "873ef4925516b83e7f6f8cc02b4be51d848828710a7f65a956f0ac4a9e452f35",
-        "valid": "025c98f8a4891e2a6582ec5b40ee0d904031edad9c52554522f4b7904820c98e",
-        "test": "a7eb529a3d2810fcc96341ccc97c625a5e202f8389673aa6bd317eeebbb79014",
-    }
     CITATION_KEYS = ("kemp2006irm", "dettmers2018conve")
 
 
@@ -336,11 +327,6 @@ class Nations(KGTriplesBuilder):
 
     JOBI_NAME = "nations"
     URL = f"{_CONVE_RAW}/nations.tar.gz"
-    SHA256 = {
-        "train": "0830fa9da8e5bba2ccdaa45b7bdc9130451ba66b09ff2708f35fccaf82473e57",
-        "valid": "2b337a62e51a2f45c283eac98a70d21b7e0e102136be1539b2a52c652a7b0530",
-        "test": "3971085165b47b6aeaec68058c6d8d98b3005e929db81268410b95ae4db770ab",
-    }
     CITATION_KEYS = ("kemp2006irm", "dettmers2018conve")
 
 
