@@ -16,7 +16,7 @@ from pathlib import Path
 
 from _steady import Usage, summary, window_rates  # noqa: F401  (re-exported for the scripts)
 
-import jobi_tf  # noqa: F401  (sets the allocator default before TensorFlow starts)
+import jobi_tf  # (sets the allocator default before TensorFlow starts)
 from jobi_tf.runtime import (
     ALLOCATOR_VARIABLE,
     huge_pages_requested,
@@ -120,6 +120,23 @@ def machine() -> dict:
         pass
     wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")
     return {"cpu": model, "cpus": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
+
+
+def versions() -> dict:
+    """jobi-tf's, TensorFlow's, Keras's, NumPy's and Python's versions (every raw file carries them)."""
+    import platform
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    return {
+        "jobi_tf": jobi_tf.__version__,
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def compiled_train_step(model):

@@ -83,7 +83,6 @@ import json
 import logging
 import math
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -94,13 +93,13 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import data_dir, emit, machine  # noqa: E402, I001
+from _common import data_dir, emit, machine, versions  # noqa: E402, I001
+import pbg_vs_jobi  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import jobi_tf  # noqa: E402
 from jobi_tf.atomic import write_json_atomic  # noqa: E402
 from jobi_tf.config import EvalConfig, RunConfig  # noqa: E402
 from jobi_tf.errors import JobiError, TrainingStopped  # noqa: E402
@@ -221,23 +220,20 @@ def add_point(progress: dict, point: dict) -> None:
     )
 
 
+def budget_point(budget: float, at: dict, **rest) -> dict:
+    """A point at ``budget``: where the run was (``at``: train_seconds, epochs, best_epoch, ...)
+    and how far past the budget."""
+    return {"budget_min": round(budget / 60, 6), "budget_s": budget, **at,
+            "over_budget_s": round(at["train_seconds"] - budget, 2), **rest}  # fmt: skip
+
+
 def converged_points(progress: dict, budgets: list[float], at: dict, stop_after: int) -> None:
     """Points for every budget not reached when the run stopped converged: ``at`` is the stop
     (epochs, train_seconds, best_epoch, validations, valid, test, sessions, ...)."""
+    stop = f"converged: no better validation in the last {stop_after}"
     for budget in budgets:
-        if budget in recorded(progress):
-            continue
-        add_point(
-            progress,
-            {
-                "budget_min": round(budget / 60, 6),
-                "budget_s": budget,
-                **at,
-                "over_budget_s": round(at["train_seconds"] - budget, 2),
-                "exact": True,
-                "stop": f"converged: no better validation in the last {stop_after}",
-            },
-        )
+        if budget not in recorded(progress):
+            add_point(progress, budget_point(budget, at, exact=True, stop=stop))
 
 
 def median_or_none(values: list[float]) -> float | None:
@@ -405,6 +401,16 @@ def plan_target(budget: float, state: dict, table: dict, cum: dict, steps: int, 
     return max(next_validation, epoch + n // every * every)
 
 
+def ledger(progress: dict, table: dict, steps: int, at: int) -> dict:
+    """A jobi-tf point's account of its time up to epoch ``at``: the calls, their re-tracing, and
+    the epochs whose seconds were partly estimated."""
+    return {
+        "sessions": sum(1 for s in progress["sessions"] if s["start"][0] < at and s.get("end")),
+        "restart_overhead_s_est": restart_overhead(table, steps, at),
+        "estimated_seconds_epochs": [e for e in range(1, at + 1) if table[e]["estimated"]],
+    }
+
+
 def jobi_points(progress: dict, metrics: dict, state: dict, table: dict, steps: int, budgets: list[float], monitor):
     """Points for the budgets the finished call crossed (``metrics.json``: the best weights on test)."""
     cum = cumulative(table)
@@ -418,24 +424,18 @@ def jobi_points(progress: dict, metrics: dict, state: dict, table: dict, steps: 
             break
         exact = metrics["best_epoch"] <= first
         at = first if exact else end
-        intended = best_so_far(validations, monitor, first)
-        point = {
-            "budget_min": round(budget / 60, 6),
-            "budget_s": budget,
+        where = {
             "train_seconds": round(cum[at], 2),
-            "over_budget_s": round(cum[at] - budget, 2),
             "epochs": at,
             "best_epoch": metrics["best_epoch"],
             "validations": sum(1 for h in validations if h["epoch"] <= at),
             "valid": headline(metrics["valid"]),
             "test": headline(metrics["test"]),
-            "exact": exact,
-            "stop": "epoch end (validation)",
-            "sessions": sum(1 for s in progress["sessions"] if s["start"][0] < at and s.get("end")),
-            "restart_overhead_s_est": restart_overhead(table, steps, at),
-            "estimated_seconds_epochs": [e for e in range(1, at + 1) if table[e]["estimated"]],
         }
+        point = budget_point(budget, where, exact=exact, stop="epoch end (validation)")
+        point.update(ledger(progress, table, steps, at))
         if not exact:
+            intended = best_so_far(validations, monitor, first)
             point["intended"] = {
                 "epochs": first,
                 "train_seconds": round(cum[first], 2),
@@ -462,6 +462,47 @@ def run_answer_parts(run: Path, cfg, index, hub: np.ndarray) -> dict:
     return freed_after(best, FilteredEvaluator(index, cfg.eval), "test", hub)["parts"]
 
 
+def call_points(args, run: Path, progress: dict, state: dict, table: dict, steps: int, part) -> None:
+    """The points a finished call gives (``metrics.json``: the best weights on test): the budgets
+    it crossed and, stopped converged, every budget after; ``part`` adds the answer parts."""
+    metrics = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    if metrics["epochs"] != state["epoch"] or state["step"] != 0:
+        return
+    budgets = [60 * b for b in args.budgets]
+    known = recorded(progress)
+    jobi_points(progress, metrics, state, table, steps, budgets, args.monitor)
+    if args.stop_after and state["wait"] >= args.stop_after:
+        at = state["epoch"]
+        where = {
+            "train_seconds": round(cumulative(table)[at], 2),
+            "epochs": at,
+            "best_epoch": metrics["best_epoch"],
+            "validations": len(state["history"]),
+            "valid": headline(metrics["valid"]),
+            "test": headline(metrics["test"]),
+            **ledger(progress, table, steps, at),
+            "sessions": sum(1 for s in progress["sessions"] if s.get("end")),
+        }
+        converged_points(progress, budgets, where, args.stop_after)
+    new = [p for p in progress["points"] if p["budget_s"] not in known and p["exact"]]
+    if new and part is not None:
+        parts = part()
+        for point in new:  # this call's points: the model its run holds now
+            point["test"]["parts"] = parts
+
+
+def start_session(progress: dict, run: Path, state: dict, target: int) -> dict:
+    session = {
+        "start": [state["epoch"], state["step"]],
+        "target": target,
+        "files_before": [p.name for p in event_files(run)],
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "end": None,
+    }
+    progress["sessions"].append(session)
+    return session
+
+
 def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) -> dict:
     from jobi_tf.sampling import TrainingQueries, query_steps_per_epoch, steps_per_epoch
     from jobi_tf.training import load_data, train
@@ -469,13 +510,12 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
     cfg = jobi_config(args, dataset_flags)
     entities, relations, index = load_data(cfg)
     hub = replicated_hubs(cfg.data.data_dir, entities)
-    batch = cfg.sampler.batch_size
+    batch, run = cfg.sampler.batch_size, out / "run"
     if cfg.train.loss == "k-vs-all":
         steps = query_steps_per_epoch(TrainingQueries.from_index(index), batch)
     else:
         steps = steps_per_epoch(index, batch)
-    run = out / "run"
-    budgets = [60 * b for b in args.budgets]
+    part = None if hub is None else functools.partial(run_answer_parts, run, cfg, index, hub)
     for s in progress["sessions"]:
         if s.get("end") is None:
             settle(s, run, batch, "killed")
@@ -485,35 +525,8 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
         state = read_state(run)
         table = epoch_seconds(progress["sessions"], state["epoch"], steps, state["history"], batch)
         cum = cumulative(table)
-        metrics_path = run / "metrics.json"
-        if metrics_path.exists():
-            metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
-            if metrics["epochs"] == state["epoch"] and state["step"] == 0:
-                known = {p["budget_s"] for p in progress["points"]}
-                jobi_points(progress, metrics, state, table, steps, budgets, args.monitor)
-                if args.stop_after and state["wait"] >= args.stop_after:
-                    at = state["epoch"]
-                    converged_points(
-                        progress,
-                        budgets,
-                        {
-                            "train_seconds": round(cum[at], 2),
-                            "epochs": at,
-                            "best_epoch": metrics["best_epoch"],
-                            "validations": len(state["history"]),
-                            "valid": headline(metrics["valid"]),
-                            "test": headline(metrics["test"]),
-                            "sessions": sum(1 for s in progress["sessions"] if s.get("end")),
-                            "restart_overhead_s_est": restart_overhead(table, steps, at),
-                            "estimated_seconds_epochs": [e for e in range(1, at + 1) if table[e]["estimated"]],
-                        },
-                        args.stop_after,
-                    )
-                new = [p for p in progress["points"] if p["budget_s"] not in known and p["exact"]]
-                if new and hub is not None:
-                    parts = run_answer_parts(run, cfg, index, hub)
-                    for point in new:  # this call's points: the model its run holds now
-                        point["test"]["parts"] = parts
+        if (run / "metrics.json").exists():
+            call_points(args, run, progress, state, table, steps, part)
         for point in progress["points"]:  # later epochs refine the steady epoch time
             if point["epochs"] <= state["epoch"]:
                 point["restart_overhead_s_est"] = restart_overhead(table, steps, point["epochs"])
@@ -525,27 +538,15 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
         if (run / "config.json").exists():
             progress["settings_resolved"] = json.loads((run / "config.json").read_text(encoding="utf-8"))
         save()
-        pending = [b for b in budgets if b not in recorded(progress)]
+        pending = [60 * b for b in args.budgets if 60 * b not in recorded(progress)]
         if not pending:
             return progress
         target = plan_target(pending[0], state, table, cum, steps, args.eval_every)
-        metrics_path.unlink(missing_ok=True)  # a finished call: continue the same run (jobi_tf.grid's halving)
-        session = {
-            "start": [state["epoch"], state["step"]],
-            "target": target,
-            "files_before": [p.name for p in event_files(run)],
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "end": None,
-        }
-        progress["sessions"].append(session)
+        (run / "metrics.json").unlink(missing_ok=True)  # a finished call: continue the same run (grid's halving)
+        session = start_session(progress, run, state, target)
         save()
-        log.info(
-            "training epochs %d..%d (%.1f s so far, next budget %.0f s)",
-            state["epoch"] + 1,
-            target,
-            cum.get(state["epoch"], 0.0),
-            pending[0],
-        )
+        log.info("training epochs %d..%d (%.1f s so far, next budget %.0f s)", state["epoch"] + 1, target,
+                 cum.get(state["epoch"], 0.0), pending[0])  # fmt: skip
         call = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=target))
         try:
             train(call, run, verbose=0, data=(entities, relations, index))
@@ -563,18 +564,10 @@ def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) ->
 def pbg_flags(flags: str) -> argparse.Namespace:
     """`bench/pbg_vs_jobi.py`'s PBG flags (``--dim`` in jobi-tf terms: PBG's D is twice it)."""
     parser = argparse.ArgumentParser(prog="--flags (pbg)", allow_abbrev=False)
-    parser.add_argument("--dim", type=int, default=200)
-    parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--uniform-negs", type=int, default=50)
-    parser.add_argument("--batch-negs", type=int, default=0)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--workers", type=int, default=2)
+    pbg_vs_jobi.add_pbg_flags(parser)
     parser.add_argument("--loss", default="softmax")
     parser.add_argument("--init-scale", type=float)
-    parser.add_argument("--hogwild-delay", type=float, default=0.0)
-    parser.add_argument("--warm-workers", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--keep-versions", action="store_true")
-    parser.add_argument("--check", type=int, default=5)
     try:
         return parser.parse_args(shlex.split(flags))
     except SystemExit:
@@ -582,26 +575,9 @@ def pbg_flags(flags: str) -> argparse.Namespace:
 
 
 def driver_command(args, p, folder: Path, work: Path, epochs: int) -> list[str]:
-    command = [
-        args.peer_python, str(Path(__file__).parent / "peer_pbg_epochs.py"),
-        "--data-dir", str(folder),
-        "--out", str(work),
-        "--epochs", str(epochs),
-        "--dim", str(2 * p.dim),
-        "--batch-size", str(p.batch_size),
-        "--uniform-negs", str(p.uniform_negs),
-        "--batch-negs", str(p.batch_negs),
-        "--lr", str(p.lr),
-        "--workers", str(p.workers),
-        "--loss", p.loss,
-        "--operator", "complex_diagonal",
-        "--comparator", "dot",
-        "--hogwild-delay", str(p.hogwild_delay),
-        "--seed", str(args.seed),
-        "--export-every", str(args.eval_every),
-        "--check", str(p.check),
-        "--warm-workers" if p.warm_workers else "--no-warm-workers",
-    ]  # fmt: skip
+    command = [args.peer_python, str(Path(__file__).parent / "peer_pbg_epochs.py"), "--data-dir", str(folder),
+               "--out", str(work), "--epochs", str(epochs), "--loss", p.loss, "--comparator", "dot",
+               "--export-every", str(args.eval_every), *pbg_vs_jobi.peer_flags(p, args.seed)]  # fmt: skip
     if p.init_scale is not None:
         command += ["--init-scale", str(p.init_scale)]
     if p.keep_versions:
@@ -609,140 +585,112 @@ def driver_command(args, p, folder: Path, work: Path, epochs: int) -> list[str]:
     return command
 
 
-def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> dict:
-    import pbg_vs_jobi
+class PbgRun:
+    """PBG's side of the harness: its epochs' seconds, its validated exports and its points, kept
+    in ``progress["pbg"]`` (``OUT/pbg`` is PBG's own folder, driven by `peer_pbg_epochs.py`)."""
 
-    from jobi_tf.data.index import build_index
-    from jobi_tf.data.triples import read_split_folder
-    from jobi_tf.evaluation import FilteredEvaluator
+    def __init__(self, args, out: Path, progress: dict, p, graph) -> None:
+        self.args, self.progress, self.p, self.work = args, progress, p, out / "pbg"
+        self.entities, self.relations, self.evaluator, self.hub = graph
+        self.budgets = [60 * b for b in args.budgets]
+        empty = {"epochs_done": 0, "epoch_seconds": [], "validated": [], "best": None, "calls": [], "first_of_call": []}
+        self.st = progress.setdefault("pbg", empty)
 
-    if not args.peer_python:
-        sys.exit("--system pbg needs --peer-python (a virtualenv with torchbiggraph)")
-    p = pbg_flags(args.flags)
-    entities, relations, index = build_index(read_split_folder(folder), name)  # as pbg_vs_jobi.py
-    evaluator = FilteredEvaluator(index, EvalConfig(), relation_labels=relations.labels)
-    hub = replicated_hubs(folder, entities)
-    work = out / "pbg"
-    st = progress.setdefault(
-        "pbg", {"epochs_done": 0, "epoch_seconds": [], "validated": [], "best": None, "calls": [], "first_of_call": []}
-    )
-    progress["harness_flags"] = vars(p)
-    progress["jobi_tf_match"] = pbg_vs_jobi.jobi_tf_match(p)
-    budgets = [60 * b for b in args.budgets]
-    every = args.eval_every
+    def export_dir(self, epoch: int) -> Path:
+        return self.work / "exports" / f"epoch-{epoch}"
 
-    def export_dir(epoch: int) -> Path:
-        return work / "exports" / f"epoch-{epoch}"
+    def cum_at(self, epoch: int) -> float:
+        return float(sum(self.st["epoch_seconds"][:epoch]))
 
-    def cum_at(epoch: int) -> float:
-        return float(sum(st["epoch_seconds"][:epoch]))
+    def model_at(self, epoch: int):
+        """PBG's export of that epoch as our model."""
+        return pbg_vs_jobi.pbg_model(self.export_dir(epoch), self.entities, self.relations, self.p.dim)[0]
 
-    def pbg_at(epoch: int):  # PBG's export of that epoch as our model
-        return pbg_vs_jobi.pbg_model(export_dir(epoch), entities, relations, p.dim)[0]
+    def metrics_at(self, epoch: int, split: str) -> dict:
+        return freed_after(functools.partial(self.model_at, epoch), self.evaluator, split,
+                           self.hub if split == "test" else None)  # fmt: skip
 
-    def cleanup() -> None:  # every validated export but the best one
-        keep = st["best"]["epoch"] if st["best"] else None
-        for v in st["validated"]:
-            if v["epoch"] != keep and export_dir(v["epoch"]).exists():
-                shutil.rmtree(export_dir(v["epoch"]))
+    def cleanup(self) -> None:
+        """Delete every validated export but the best one."""
+        keep = self.st["best"]["epoch"] if self.st["best"] else None
+        for v in self.st["validated"]:
+            if v["epoch"] != keep and self.export_dir(v["epoch"]).exists():
+                shutil.rmtree(self.export_dir(v["epoch"]))
 
-    cleanup()
-    while True:
-        exported = json.loads((work / "exported.json").read_text()) if (work / "exported.json").exists() else []
-        seen = {v["epoch"] for v in st["validated"]}
-        for epoch in sorted(e for e in exported if e not in seen and e <= st["epochs_done"] and e % every == 0):
-            if "mapping_check" not in progress and (export_dir(epoch) / "check_triples.json").exists():
-                model, pbg_to_ours, missing = pbg_vs_jobi.pbg_model(export_dir(epoch), entities, relations, p.dim)
-                check = pbg_vs_jobi.check_mapping(model, export_dir(epoch), entities, relations, pbg_to_ours)
-                del model  # freed with the next validation's collection (`freed_after`)
-                progress["mapping_check"] = {k: check[k] for k in ("max_abs_diff", "max_abs_score", "ok")}
-                progress["not_in_pbg"] = missing
-                if not check["ok"]:
-                    sys.exit(f"PBG's scores and ours differ: {check['max_abs_diff']}")
-            start = time.perf_counter()
-            valid = freed_after(functools.partial(pbg_at, epoch), evaluator, "valid")
-            st["validated"].append(
-                {
-                    "epoch": epoch,
-                    "train_seconds": round(cum_at(epoch), 3),
-                    "valid_s": round(time.perf_counter() - start, 2),
-                    **{k: valid[k] for k in RANK_METRICS},
-                }  # fmt: skip
-            )
-            if st["best"] is None or valid[args.monitor] > st["best"]["valid"][args.monitor]:
-                st["best"] = {"epoch": epoch, "valid": valid}
-            for budget in budgets:
-                if budget in recorded(progress) or cum_at(epoch) < budget:
-                    continue
-                best = st["best"]["epoch"]
-                test = freed_after(functools.partial(pbg_at, best), evaluator, "test", hub)
-                firsts = [e for e in st["first_of_call"] if e <= epoch]
-                steady = [s for e, s in enumerate(st["epoch_seconds"][:epoch], 1) if e not in st["first_of_call"]]
-                est = median_or_none(steady[-10:])
-                add_point(
-                    progress,
-                    {
-                        "budget_min": round(budget / 60, 6),
-                        "budget_s": budget,
-                        "train_seconds": round(cum_at(epoch), 2),
-                        "over_budget_s": round(cum_at(epoch) - budget, 2),
-                        "epochs": epoch,
-                        "best_epoch": best,
-                        "validations": sum(1 for v in st["validated"] if v["epoch"] <= epoch),
-                        "valid": st["best"]["valid"],
-                        "test": test,
-                        "exact": True,
-                        "stop": "epoch end (validation)",
-                        "sessions": len(firsts),
-                        "restart_overhead_s_est": round(
-                            sum(max(0.0, st["epoch_seconds"][e - 1] - est) for e in firsts[1:]) if est else 0.0, 2
-                        ),
-                        "estimated_seconds_epochs": [],
-                    },
-                )
-            since_best = sum(1 for v in st["validated"] if v["epoch"] > st["best"]["epoch"])
-            if args.stop_after and since_best >= args.stop_after and any(b not in recorded(progress) for b in budgets):
-                best = st["best"]["epoch"]
-                converged_points(
-                    progress,
-                    budgets,
-                    {
-                        "train_seconds": round(cum_at(epoch), 2),
-                        "epochs": epoch,
-                        "best_epoch": best,
-                        "validations": len(st["validated"]),
-                        "valid": st["best"]["valid"],
-                        "test": freed_after(functools.partial(pbg_at, best), evaluator, "test", hub),
-                        "sessions": len([e for e in st["first_of_call"] if e <= epoch]),
-                        "restart_overhead_s_est": None,
-                        "estimated_seconds_epochs": [],
-                    },
-                    args.stop_after,
-                )
-            progress["curve"] = [
-                {"epoch": v["epoch"], "train_seconds": v["train_seconds"], args.monitor: v[args.monitor]}
-                for v in st["validated"]
-            ]
-            save()
-            cleanup()
-        pending = [b for b in budgets if b not in recorded(progress)]
-        progress["train_seconds_reached"] = round(cum_at(st["epochs_done"]), 2)
-        save()
-        if not pending:
-            return progress
-        done = st["epochs_done"]
+    def new_exports(self) -> list[int]:
+        path = self.work / "exported.json"
+        exported = json.loads(path.read_text()) if path.exists() else []
+        seen = {v["epoch"] for v in self.st["validated"]}
+        due = [e for e in exported if e not in seen and e <= self.st["epochs_done"] and e % self.args.eval_every == 0]
+        return sorted(due)
+
+    def check_mapping(self, epoch: int) -> None:
+        """Once: our scores of PBG's checked triples against PBG's own (`pbg_vs_jobi.check_mapping`)."""
+        if "mapping_check" in self.progress or not (self.export_dir(epoch) / "check_triples.json").exists():
+            return
+        model, pbg_to_ours, missing = pbg_vs_jobi.pbg_model(self.export_dir(epoch), self.entities, self.relations,
+                                                            self.p.dim)  # fmt: skip
+        check = pbg_vs_jobi.check_mapping(model, self.export_dir(epoch), self.entities, self.relations, pbg_to_ours)
+        del model  # freed with the next validation's collection (`freed_after`)
+        self.progress["mapping_check"] = {k: check[k] for k in ("max_abs_diff", "max_abs_score", "ok")}
+        self.progress["not_in_pbg"] = missing
+        if not check["ok"]:
+            sys.exit(f"PBG's scores and ours differ: {check['max_abs_diff']}")
+
+    def validate(self, epoch: int) -> None:
+        start = time.perf_counter()
+        valid = self.metrics_at(epoch, "valid")
+        self.st["validated"].append({"epoch": epoch, "train_seconds": round(self.cum_at(epoch), 3),
+                                     "valid_s": round(time.perf_counter() - start, 2),
+                                     **{k: valid[k] for k in RANK_METRICS}})  # fmt: skip
+        if self.st["best"] is None or valid[self.args.monitor] > self.st["best"]["valid"][self.args.monitor]:
+            self.st["best"] = {"epoch": epoch, "valid": valid}
+
+    def where(self, epoch: int) -> dict:
+        """A point's account at ``epoch``: the best export so far and, for its test, its metrics."""
+        best, firsts = self.st["best"], [e for e in self.st["first_of_call"] if e <= epoch]
+        return {
+            "train_seconds": round(self.cum_at(epoch), 2),
+            "epochs": epoch,
+            "best_epoch": best["epoch"],
+            "validations": sum(1 for v in self.st["validated"] if v["epoch"] <= epoch),
+            "valid": best["valid"],
+            "test": self.metrics_at(best["epoch"], "test"),
+            "sessions": len(firsts),
+        }
+
+    def points(self, epoch: int) -> None:
+        """The budgets this validated epoch reached; stopped converged, every budget after."""
+        seconds = self.st["epoch_seconds"]
+        for budget in self.budgets:
+            if budget in recorded(self.progress) or self.cum_at(epoch) < budget:
+                continue
+            firsts = [e for e in self.st["first_of_call"] if e <= epoch]
+            est = median_or_none([s for e, s in enumerate(seconds[:epoch], 1) if e not in firsts][-10:])
+            overhead = sum(max(0.0, seconds[e - 1] - est) for e in firsts[1:]) if est else 0.0
+            point = budget_point(budget, self.where(epoch), exact=True, stop="epoch end (validation)")
+            add_point(self.progress, {**point, "restart_overhead_s_est": round(overhead, 2),
+                                      "estimated_seconds_epochs": []})  # fmt: skip
+        since_best = sum(1 for v in self.st["validated"] if v["epoch"] > self.st["best"]["epoch"])
+        stop_after = self.args.stop_after
+        if stop_after and since_best >= stop_after and any(b not in recorded(self.progress) for b in self.budgets):
+            at = {**self.where(epoch), "validations": len(self.st["validated"])}
+            converged_points(self.progress, self.budgets, {**at, "restart_overhead_s_est": None,
+                                                           "estimated_seconds_epochs": []}, stop_after)  # fmt: skip
+
+    def call(self, budget: float, folder: Path) -> None:
+        """Train PBG on, sized to reach ``budget`` by the steady epoch time so far (at most one
+        patience window with ``--stop-after``), and take in what the driver reports."""
+        st, every, done = self.st, self.args.eval_every, self.st["epochs_done"]
         steady = [s for e, s in enumerate(st["epoch_seconds"], 1) if e not in st["first_of_call"]]
         est = median_or_none(steady[-10:]) or (max(st["epoch_seconds"]) if st["epoch_seconds"] else None)
-        if est:
-            n = max(1, math.ceil((pending[0] - cum_at(done)) / est))
-        else:
-            n = 1
-        if args.stop_after:  # a call past the stop would be wasted: at most one patience window
-            n = min(n, args.stop_after * every)
+        n = max(1, math.ceil((budget - self.cum_at(done)) / est)) if est else 1
+        if self.args.stop_after:  # a call past the stop would be wasted
+            n = min(n, self.args.stop_after * every)
         target = math.ceil((done + n) / every) * every
-        command = driver_command(args, p, folder, work, target)
-        log.info("PBG: training epochs %d..%d (%.1f s so far, next budget %.0f s)", done + 1, target, cum_at(done),
-                 pending[0])  # fmt: skip
+        command = driver_command(self.args, self.p, folder, self.work, target)
+        log.info("PBG: training epochs %d..%d (%.1f s so far, next budget %.0f s)", done + 1, target,
+                 self.cum_at(done), budget)  # fmt: skip
         started = time.perf_counter()
         result = subprocess.run(command, stdout=subprocess.PIPE, text=True)
         lines = result.stdout.strip().splitlines()
@@ -755,20 +703,47 @@ def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> d
         if peer["epochs_done"] > before and (before + 1) not in st["first_of_call"]:
             st["first_of_call"].append(before + 1)
         st["epochs_done"], st["epoch_seconds"] = peer["epochs_done"], peer["epoch_seconds"]
-        st["calls"].append(
-            {
-                "epochs": [before, peer["epochs_done"]],
-                "wall_s": round(time.perf_counter() - started, 1),
-                "train_wall_s": peer["train_wall_s"],
-                "warm_workers": peer["warm_workers"],
-            }  # fmt: skip
-        )
-        progress["settings_resolved"] = {
+        st["calls"].append({"epochs": [before, peer["epochs_done"]], "wall_s": round(time.perf_counter() - started, 1),
+                            "train_wall_s": peer["train_wall_s"], "warm_workers": peer["warm_workers"]})  # fmt: skip
+        self.progress["settings_resolved"] = {
             "pbg_config": peer["pbg_config"],
             "overrides_of_pbg_defaults": peer["overrides_of_pbg_defaults"],
         }
-        progress["peer_versions"] = peer["versions"]
-        progress["peer_command"] = shlex.join(command)
+        self.progress["peer_versions"] = peer["versions"]
+        self.progress["peer_command"] = shlex.join(command)
+
+
+def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> dict:
+    from jobi_tf.data.index import build_index
+    from jobi_tf.data.triples import read_split_folder
+    from jobi_tf.evaluation import FilteredEvaluator
+
+    if not args.peer_python:
+        sys.exit("--system pbg needs --peer-python (a virtualenv with torchbiggraph)")
+    p = pbg_flags(args.flags)
+    entities, relations, index = build_index(read_split_folder(folder), name)  # as pbg_vs_jobi.py
+    evaluator = FilteredEvaluator(index, EvalConfig(), relation_labels=relations.labels)
+    pbg = PbgRun(args, out, progress, p, (entities, relations, evaluator, replicated_hubs(folder, entities)))
+    progress["harness_flags"] = vars(p)
+    progress["jobi_tf_match"] = pbg_vs_jobi.jobi_tf_match(p)
+    pbg.cleanup()
+    while True:
+        for epoch in pbg.new_exports():
+            pbg.check_mapping(epoch)
+            pbg.validate(epoch)
+            pbg.points(epoch)
+            progress["curve"] = [
+                {"epoch": v["epoch"], "train_seconds": v["train_seconds"], args.monitor: v[args.monitor]}
+                for v in pbg.st["validated"]
+            ]
+            save()
+            pbg.cleanup()
+        pending = [b for b in pbg.budgets if b not in recorded(progress)]
+        progress["train_seconds_reached"] = round(pbg.cum_at(pbg.st["epochs_done"]), 2)
+        save()
+        if not pending:
+            return progress
+        pbg.call(pending[0], folder)
         save()
 
 
@@ -783,7 +758,7 @@ def saved(summary: dict, progress: dict) -> dict:
     return {**summary, **state, "sessions": progress["sessions"], "points": progress["points"]}
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--system", required=True, choices=SYSTEMS)
     parser.add_argument("--dataset", help="a name (its folder under $JOBI_TF_DATA_DIR)")
@@ -810,18 +785,12 @@ def main() -> None:
     if args.eval_every < 1 or min(args.budgets) <= 0:
         parser.error("--eval-every and --budgets must be positive")
     args.budgets = sorted(set(args.budgets))
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    return args
 
-    name = args.dataset or Path(args.data_dir).name
-    folder = data_dir(name, args.data_dir)
-    dataset_flags = ["--dataset", args.dataset] if args.dataset else ["--data-dir", str(folder)]
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    lock = open(out / ".lock", "w")  # held until exit (a killed process's lock goes with it)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        sys.exit(f"{out}: another accuracy_per_hour process is working in this folder")
+
+def resumed(args, out: Path) -> dict:
+    """The measurement ``OUT`` holds (refused if it is another one, or if a new budget is already
+    passed), or a fresh one."""
     identity = {
         "system": args.system,
         "dataset": args.dataset,
@@ -843,50 +812,57 @@ def main() -> None:
     late = [b for b in args.budgets if 60 * b <= reached and 60 * b not in recorded(progress)]
     if late:
         sys.exit(f"--budgets {late}: already passed ({reached:.0f} s trained) without a point; use another --out")
+    return progress
 
-    versions = {
-        "jobi_tf": jobi_tf.__version__,
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
+
+def summary(args, name: str, out: Path, progress: dict) -> dict:
+    """The one JSON line (also the top of ``OUT/accuracy_per_hour.json``)."""
+    pending = [b for b in args.budgets if 60 * b not in recorded(progress)]
+    pbg = args.system == "pbg"
+    peer = {k: progress[k] for k in ("harness_flags", "jobi_tf_match", "mapping_check", "not_in_pbg") if k in progress}
+    return {
+        "bench": "accuracy_per_hour",
+        "system": args.system,
+        "label": LABELS[args.system],
+        "dataset": name,
+        "status": "finished" if not pending else f"unfinished: {len(pending)} budget(s) to go",
+        "budgets_min": args.budgets,
+        "points": progress["points"],
+        "rule": RULE,
+        "time": TIME_NOTE["pbg" if pbg else "jobi-tf"],
+        "monitor": args.monitor,
+        "eval_every": args.eval_every,
+        "stop_after": args.stop_after,
+        "train_seconds_reached": progress.get("train_seconds_reached"),
+        "settings": progress.get("settings_resolved"),
+        **peer,
+        "curve": progress.get("curve", []),
+        "sessions": len(progress.get("pbg", {}).get("calls", [])) if pbg else len(progress["sessions"]),
+        "machine": machine(),
+        "versions": {**versions(), **{f"peer_{k}": v for k, v in progress.get("peer_versions", {}).items()}},
+        "command": shlex.join([sys.executable, *sys.argv]),
+        **({"peer_command": progress["peer_command"]} if "peer_command" in progress else {}),
+        "out": str(out),
     }
 
-    def record() -> dict:
-        pending = [b for b in args.budgets if 60 * b not in recorded(progress)]
-        return {
-            "bench": "accuracy_per_hour",
-            "system": args.system,
-            "label": LABELS[args.system],
-            "dataset": name,
-            "status": "finished" if not pending else f"unfinished: {len(pending)} budget(s) to go",
-            "budgets_min": args.budgets,
-            "points": progress["points"],
-            "rule": RULE,
-            "time": TIME_NOTE["pbg" if args.system == "pbg" else "jobi-tf"],
-            "monitor": args.monitor,
-            "eval_every": args.eval_every,
-            "stop_after": args.stop_after,
-            "train_seconds_reached": progress.get("train_seconds_reached"),
-            "settings": progress.get("settings_resolved"),
-            **{
-                k: progress[k]
-                for k in ("harness_flags", "jobi_tf_match", "mapping_check", "not_in_pbg")
-                if k in progress
-            },
-            "curve": progress.get("curve", []),
-            "sessions": len(progress["sessions"])
-            if args.system != "pbg"
-            else len(progress.get("pbg", {}).get("calls", [])),
-            "machine": machine(),
-            "versions": {**versions, **{f"peer_{k}": v for k, v in progress.get("peer_versions", {}).items()}},
-            "command": shlex.join([sys.executable, *sys.argv]),
-            **({"peer_command": progress["peer_command"]} if "peer_command" in progress else {}),
-            "out": str(out),
-        }
+
+def main() -> None:
+    args = parse_args()
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    name = args.dataset or Path(args.data_dir).name
+    folder = data_dir(name, args.data_dir)
+    dataset_flags = ["--dataset", args.dataset] if args.dataset else ["--data-dir", str(folder)]
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    lock = open(out / ".lock", "w")  # held until exit (a killed process's lock goes with it)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"{out}: another accuracy_per_hour process is working in this folder")
+    progress = resumed(args, out)
 
     def save() -> None:
-        write_json_atomic(path, saved(record(), progress))
+        write_json_atomic(out / PROGRESS, saved(summary(args, name, out, progress), progress))
 
     save()
     if args.system == "pbg":
@@ -894,7 +870,7 @@ def main() -> None:
     else:
         run_jobi(args, out, progress, save, dataset_flags)
     save()
-    emit(record())
+    emit(summary(args, name, out, progress))
 
 
 if __name__ == "__main__":

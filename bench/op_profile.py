@@ -1,7 +1,7 @@
 """Where a compiled training step's time goes, XLA operation by operation.
 
-`bench/step_profile.py` splits a step into parts by timing separately compiled functions; this
-script times one compiled step as it runs in training and reads XLA's own per-operation trace
+Timing parts of a step as separately compiled functions misses what XLA fuses; this script
+times one compiled step as it runs in training and reads XLA's own per-operation trace
 (``--xla_cpu_enable_xprof_traceme``, which it sets), so it can say which product, gather or
 optimizer update costs what inside the fused step.
 
@@ -19,11 +19,10 @@ Steps:
 4. One JSON line: per variant, the wall ms per step, the thread ms of every group and of the
    ``--top`` most costly operations with their shapes.
 
-Settings (``--setting``): ``pbg``: PyTorch-BigGraph's work per positive as in
-`bench/jobi_step_cost.py` (1000 x 100, uniform shared in chunks of 50, one corrupted side per
+Settings (``--setting``): ``pbg``: PyTorch-BigGraph's work per positive, as in the step-cost
+runs of docs/performance.md (1000 x 100, uniform shared in chunks of 50, one corrupted side per
 positive, reciprocal, ``row-adagrad`` 0.1); ``shared``: 1000 x 100 shared in one chunk of 1000
-(dense Adam 0.001), one corrupted side per positive as in `bench/jobi_step_cost.py`. JoBi with
-``--biased-chunk 10`` in both.
+(dense Adam 0.001), one corrupted side per positive. JoBi with ``--biased-chunk 10`` in both.
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/op_profile.py --setting pbg --pair-every 10
 """

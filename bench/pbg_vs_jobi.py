@@ -87,7 +87,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shlex
 import subprocess
@@ -97,13 +96,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import Usage, data_dir, emit, peak_rss_gib  # noqa: E402, I001
+from _common import Usage, data_dir, emit, machine, peak_rss_gib, versions  # noqa: E402, I001
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import jobi_tf  # noqa: E402
 from jobi_tf.config import EvalConfig  # noqa: E402
 from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
@@ -114,27 +111,46 @@ from jobi_tf.models import JoBiModel  # noqa: E402
 KEPT = ("mrr", "hits@1", "hits@3", "hits@10", "mean_rank", "count", "rank_type")
 
 
+def add_pbg_flags(parser: argparse.ArgumentParser) -> None:
+    """PBG's settings in jobi-tf terms (also `accuracy_per_hour.py`'s ``--flags`` for ``pbg``)."""
+    parser.add_argument("--dim", type=int, default=200, help="ComplEx dim in jobi-tf terms; PBG's dimension is 2x")
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--uniform-negs", type=int, default=50, help="PBG num_uniform_negs (per side and chunk)")
+    parser.add_argument("--batch-negs", type=int, default=0, help="PBG num_batch_negs (0: chunks of --uniform-negs)")
+    parser.add_argument("--lr", type=float, default=0.1, help="Adagrad learning rate (PBG's optimizer)")
+    parser.add_argument("--workers", type=int, default=2, help="PBG's Hogwild processes")
+    parser.add_argument("--hogwild-delay", type=float, default=0.0, help="see peer_pbg.py (PBG's default: 2)")
+    parser.add_argument(
+        "--warm-workers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time PBG's epochs from when its workers are up (see peer_pbg.py)",
+    )
+    parser.add_argument("--check", type=int, default=5, help="test triples whose scores PBG and we compare")
+
+
+def peer_flags(p: argparse.Namespace, seed: int) -> list[str]:
+    """`add_pbg_flags`'s settings as the flags of `peer_pbg.py` and `peer_pbg_epochs.py` (PBG's terms)."""
+    return [
+        "--dim", str(2 * p.dim),
+        "--batch-size", str(p.batch_size),
+        "--uniform-negs", str(p.uniform_negs),
+        "--batch-negs", str(p.batch_negs),
+        "--lr", str(p.lr),
+        "--workers", str(p.workers),
+        "--operator", "complex_diagonal",
+        "--hogwild-delay", str(p.hogwild_delay),
+        "--seed", str(seed),
+        "--check", str(p.check),
+        "--warm-workers" if p.warm_workers else "--no-warm-workers",
+    ]  # fmt: skip
+
+
 def run_peer(args, folder: Path, out: Path) -> tuple[dict, list[str], Usage]:
     """`peer_pbg.py` in PBG's virtualenv; its JSON line, command and CPU use (it and its workers)."""
-    command = [
-        args.peer_python,
-        str(Path(__file__).parent / "peer_pbg.py"),
-        "--data-dir", str(folder),
-        "--out", str(out),
-        "--dim", str(2 * args.dim),
-        "--batch-size", str(args.batch_size),
-        "--uniform-negs", str(args.uniform_negs),
-        "--batch-negs", str(args.batch_negs),
-        "--lr", str(args.lr),
-        "--epochs", str(args.epochs),
-        "--workers", str(args.workers),
-        "--loss", "softmax",
-        "--operator", "complex_diagonal",
-        "--hogwild-delay", str(args.hogwild_delay),
-        "--seed", str(args.seed),
-        "--check", str(args.check),
-        "--warm-workers" if args.warm_workers else "--no-warm-workers",
-    ]  # fmt: skip
+    script = str(Path(__file__).parent / "peer_pbg.py")
+    command = [args.peer_python, script, "--data-dir", str(folder), "--out", str(out), "--epochs", str(args.epochs)]
+    command += ["--loss", "softmax", *peer_flags(args, args.seed)]
     with Usage(resource.RUSAGE_CHILDREN) as used:
         stdout = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True).stdout
     return json.loads(stdout.strip().splitlines()[-1]), command, used
@@ -234,41 +250,45 @@ def jobi_tf_match(args) -> dict:
     return {"flags": flags, "differences": differences}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+def evaluate(model, evaluator, splits: list[str]) -> tuple[dict, dict]:
+    """Filtered metrics per split (`KEPT`, and MRR / Hits per side) and each split's seconds."""
+    metrics, eval_seconds = {}, {}
+    for split in splits:
+        start = time.perf_counter()
+        m = evaluator.evaluate(model, split)
+        eval_seconds[split] = round(time.perf_counter() - start, 1)
+        metrics[split] = {k: m[k] for k in KEPT}
+        for side in ("head", "tail"):
+            metrics[split][side] = {k: m[side][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
+    return metrics, eval_seconds
 
 
-def main() -> None:
+#: How PBG draws and scores negatives (read in torchbiggraph 1.0.0), beside the counts of a run.
+NEGATIVES = {
+    "uniform_draw": "one draw of num_uniform_negs entities per chunk and side (torch.randint over all "
+    "entities, with replacement), shared by the chunk's positives; negatives equal to the positive kept",
+    "loss": "per positive and side: -pos + log(exp(pos) + sum exp(neg)), summed over the batch; "
+    "loss = head side + tail side",
+    "source": "torchbiggraph 1.0.0 model.py MultiRelationEmbedder.forward / forward_direction_agnostic / "
+    "prepare_negatives, losses.py SoftmaxLossFunction, train.py Trainer.process_one_batch",
+}
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="fb15k-237", help="name (the folder under $JOBI_TF_DATA_DIR)")
     parser.add_argument("--data-dir", help="the dataset folder (overrides --dataset's)")
     parser.add_argument("--peer-python", required=True, help="python of a virtualenv with torchbiggraph")
     parser.add_argument("--out", help="PBG's working folder (default: /tmp/pbg_vs_jobi-DATASET)")
-    parser.add_argument("--dim", type=int, default=200, help="ComplEx dim in jobi-tf terms; PBG's dimension is 2x")
-    parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--uniform-negs", type=int, default=50, help="PBG num_uniform_negs (per side and chunk)")
-    parser.add_argument("--batch-negs", type=int, default=0, help="PBG num_batch_negs (0: chunks of --uniform-negs)")
-    parser.add_argument("--lr", type=float, default=0.1, help="Adagrad learning rate (PBG's optimizer)")
+    add_pbg_flags(parser)
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--workers", type=int, default=2, help="PBG's Hogwild processes")
-    parser.add_argument("--hogwild-delay", type=float, default=0.0, help="see peer_pbg.py (PBG's default: 2)")
-    parser.add_argument(
-        "--warm-workers",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="time PBG's epochs from when its workers are up (see peer_pbg.py)",
-    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--check", type=int, default=5, help="test triples whose scores PBG and we compare")
     parser.add_argument("--splits", nargs="*", default=["test", "valid"], help="splits to rank")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def main() -> None:
+    args = parse_args()
     folder = data_dir(args.dataset, args.data_dir)
     name = args.dataset if not args.data_dir else Path(args.data_dir).name
     out = Path(args.out or f"/tmp/pbg_vs_jobi-{name}")
@@ -277,63 +297,45 @@ def main() -> None:
     entities, relations, index = build_index(read_split_folder(folder), name)
     model, pbg_to_ours, missing = pbg_model(out, entities, relations, args.dim)
     check = check_mapping(model, out, entities, relations, pbg_to_ours) if args.check else None
-
     evaluator = FilteredEvaluator(index, EvalConfig(), relation_labels=relations.labels)
-    metrics, eval_seconds = {}, {}
-    for split in args.splits:
-        start = time.perf_counter()
-        m = evaluator.evaluate(model, split)
-        eval_seconds[split] = round(time.perf_counter() - start, 1)
-        metrics[split] = {k: m[k] for k in KEPT}
-        metrics[split]["head"] = {k: m["head"][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
-        metrics[split]["tail"] = {k: m["tail"][k] for k in ("mrr", "hits@1", "hits@3", "hits@10")}
-
-    record = {
-        "bench": "pbg_vs_jobi",
-        "dataset": name,
-        "system": "PyTorch-BigGraph, trained by PBG, ranked by jobi-tf's FilteredEvaluator (filtered, realistic ties)",
-        "model": f"PBG complex_diagonal dim {2 * args.dim} (= ComplEx {args.dim}), dot comparator, dynamic relations "
-        "= reciprocal ComplEx (lhs operators: tail queries, rhs operators: head queries)",
-        "pbg_settings": peer["pbg_config"],
-        "pbg_overrides_of_defaults": peer["overrides_of_pbg_defaults"],
-        "train_seconds": peer["train_seconds"],
-        "train_epochs": peer["epochs"],
-        "positives_per_s": peer["edges_per_s"],
-        "train_wall_s_incl_startup_and_checkpoints": peer["train_wall_s"],
-        "pbg_workers_warmed_before_timing": peer["warm_workers"],
-        "peer_process_cpu": peer_usage.record(),
-        "metrics": metrics,
-        "eval_seconds": eval_seconds,
-        "mapping_check": check,
-        "not_in_pbg": missing,
-        "negatives": {
-            "corrupted_sides_per_positive": 2,
-            "negatives_scored_per_positive": 2 * (args.uniform_negs + max(args.batch_negs - 1, 0)),
-            "chunk_size": args.batch_negs or args.uniform_negs,
-            "uniform_draw": "one draw of num_uniform_negs entities per chunk and side (torch.randint over all "
-            "entities, with replacement), shared by the chunk's positives; negatives equal to the positive kept",
-            "batch_negatives": "the chunk's other positives' entities on that side" if args.batch_negs else "none",
-            "loss": "per positive and side: -pos + log(exp(pos) + sum exp(neg)), summed over the batch; "
-            "loss = head side + tail side",
-            "source": "torchbiggraph 1.0.0 model.py MultiRelationEmbedder.forward / forward_direction_agnostic / "
-            "prepare_negatives, losses.py SoftmaxLossFunction, train.py Trainer.process_one_batch",
-        },
-        "jobi_tf_match": jobi_tf_match(args),
-        "command": shlex.join([sys.executable, *sys.argv]),
-        "peer_command": shlex.join(peer_command),
-        "cpu": cpu_model(),
-        "cpus": os.cpu_count(),
-        "versions": {
-            "jobi_tf": jobi_tf.__version__,
-            "tensorflow": tf.__version__,
-            "keras": keras.__version__,
-            "numpy": np.__version__,
-            "python": platform.python_version(),
-            **{f"peer_{k}": v for k, v in peer["versions"].items()},
-        },
-        "peak_rss_gib": round(peak_rss_gib(), 2),
+    metrics, eval_seconds = evaluate(model, evaluator, args.splits)
+    negatives = {
+        "corrupted_sides_per_positive": 2,
+        "negatives_scored_per_positive": 2 * (args.uniform_negs + max(args.batch_negs - 1, 0)),
+        "chunk_size": args.batch_negs or args.uniform_negs,
+        "batch_negatives": "the chunk's other positives' entities on that side" if args.batch_negs else "none",
+        **NEGATIVES,
     }
-    emit(record)
+    emit(
+        {
+            "bench": "pbg_vs_jobi",
+            "dataset": name,
+            "system": "PyTorch-BigGraph, trained by PBG, ranked by jobi-tf's FilteredEvaluator (filtered, realistic "
+            "ties)",
+            "model": f"PBG complex_diagonal dim {2 * args.dim} (= ComplEx {args.dim}), dot comparator, dynamic "
+            "relations = reciprocal ComplEx (lhs operators: tail queries, rhs operators: head queries)",
+            "pbg_settings": peer["pbg_config"],
+            "pbg_overrides_of_defaults": peer["overrides_of_pbg_defaults"],
+            "train_seconds": peer["train_seconds"],
+            "train_epochs": peer["epochs"],
+            "positives_per_s": peer["edges_per_s"],
+            "train_wall_s_incl_startup_and_checkpoints": peer["train_wall_s"],
+            "pbg_workers_warmed_before_timing": peer["warm_workers"],
+            "peer_process_cpu": peer_usage.record(),
+            "metrics": metrics,
+            "eval_seconds": eval_seconds,
+            "mapping_check": check,
+            "not_in_pbg": missing,
+            "negatives": negatives,
+            "jobi_tf_match": jobi_tf_match(args),
+            "command": shlex.join([sys.executable, *sys.argv]),
+            "peer_command": shlex.join(peer_command),
+            "cpu": machine()["cpu"],
+            "cpus": os.cpu_count(),
+            "versions": {**versions(), **{f"peer_{k}": v for k, v in peer["versions"].items()}},
+            "peak_rss_gib": round(peak_rss_gib(), 2),
+        }
+    )
 
 
 if __name__ == "__main__":

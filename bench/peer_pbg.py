@@ -244,16 +244,14 @@ def check_scores(config, out: Path, data_dir: Path, n: int, seed: int) -> dict:
     return {"triples": len(picked), "from": source.name, "files": ["check_triples.json", "check_scores.npz"]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """The PBG settings this script and `peer_pbg_epochs.py` take (PBG's own terms)."""
     parser.add_argument("--data-dir", required=True, help="folder with train.txt (head, relation, tail)")
-    parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--dim", type=int, default=400, help="PBG's dimension D (complex_diagonal: D/2 + D/2)")
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--uniform-negs", type=int, default=50, help="num_uniform_negs (per side, per chunk)")
     parser.add_argument("--batch-negs", type=int, default=0, help="num_batch_negs (also the chunk size when > 0)")
     parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--loss", default="softmax", help="loss_fn")
     parser.add_argument("--operator", default="complex_diagonal")
@@ -275,44 +273,96 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds the importer's shuffles, the init and edge order")
     parser.add_argument("--check", type=int, default=5, help="test triples PBG scores itself for the mapping check")
-    args = parser.parse_args()
 
-    # PBG logs to stdout and its importer prints there; our one JSON line needs stdout alone.
+
+def own_stdout():
+    """Our stdout, kept for the one JSON line; PBG logs to stdout and its importer prints there,
+    so both are sent to stderr."""
     stdout = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = os.fdopen(1, "w", buffering=1)
+    return stdout
+
+
+def split_files(data_dir: Path) -> list[str]:
+    """The splits to import, train first (PBG trains on the first edge path only)."""
+    splits = [s for s in ("train", "valid", "test") if (data_dir / f"{s}.txt").exists()]
+    if "train" not in splits:
+        sys.exit(f"{data_dir}/train.txt not found")
+    return splits
+
+
+def start_pbg(out: Path, mode: str, handler: logging.Handler):
+    """PBG's logging (to stderr, ``OUT/pbg.log`` and ``handler``) and its config from ``OUT/config.py``:
+    ``(loader, config)``."""
+    setup_logging()
+    log_file = logging.FileHandler(out / "pbg.log", mode=mode)
+    log_file.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    for h in (log_file, handler):
+        logging.getLogger("torchbiggraph").addHandler(h)
+    loader = ConfigFileLoader()
+    config = loader.load_config(str(out / "config.py"))
+    set_logging_verbosity(config.verbose)
+    return loader, config
+
+
+def worker_setup(config, loader, warm: bool, *first) -> SubprocessInitializer:
+    """What each Hogwild worker runs when it starts (``first`` before PBG's own); with ``warm``,
+    torch._dynamo imported and PBG's pool returned only once every worker is up (`_ready_pool`)."""
+    subprocess_init = SubprocessInitializer()
+    for f in first:
+        subprocess_init.register(f)
+    subprocess_init.register(setup_logging, config.verbose)
+    subprocess_init.register(add_to_sys_path, loader.config_dir.name)
+    if warm:
+        subprocess_init.register(importlib.import_module, "torch._dynamo")
+        torchbiggraph.train.create_pool = _ready_pool
+    return subprocess_init
+
+
+#: Our settings that differ from PBG's defaults (or may), reported with the resolved config.
+OVERRIDES = ("global_emb", "comparator", "loss_fn", "lr", "num_batch_negs", "eval_fraction", "hogwild_delay")
+
+
+def provenance(args, raw: dict, train_config, import_s: float, *more: str) -> dict:
+    """The fields both drivers report: PBG's full resolved config, our overrides of its defaults
+    (`OVERRIDES` and ``more``), the worker warm-up, the import time and the versions."""
+    return {
+        "warm_workers": {"on": args.warm_workers, "startup_s": _STARTUP.get("seconds")},
+        "import_s": round(import_s, 2),
+        "pbg_config": train_config.to_dict(),
+        "overrides_of_pbg_defaults": {k: raw[k] for k in (*OVERRIDES, *more)},
+        "versions": {
+            "torchbiggraph": getattr(torchbiggraph, "__version__", None) or _dist_version("torchbiggraph"),
+            "torch": torch.__version__,
+            "h5py": h5py.__version__,
+            "python": sys.version.split()[0],
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_flags(parser)
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--epochs", type=int, default=1)
+    args = parser.parse_args()
+    stdout = own_stdout()
 
     data_dir, out = Path(args.data_dir), Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for sub in (DATA_SUBDIR, CHECKPOINT_SUBDIR):
         shutil.rmtree(out / sub, ignore_errors=True)
-    splits = [s for s in ("train", "valid", "test") if (data_dir / f"{s}.txt").exists()]
-    if "train" not in splits:
-        sys.exit(f"{data_dir}/train.txt not found")
+    splits = split_files(data_dir)
     edge_paths = [str(out / DATA_SUBDIR / f"{s}_partitioned") for s in splits]
     raw = config_dict(args, out, edge_paths)
     write_config_module(out / "config.py", raw)
 
-    setup_logging()
-    log_file = logging.FileHandler(out / "pbg.log", mode="w")
-    log_file.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    pbg_logger = logging.getLogger("torchbiggraph")
     collect = _Collect()
-    pbg_logger.addHandler(log_file)
-    pbg_logger.addHandler(collect)
-
     random.seed(args.seed)  # the importer shuffles entity and relation names with `random`
     torch.manual_seed(args.seed)  # the initial embeddings and the edge order (workers seed by pid)
-    loader = ConfigFileLoader()
-    config = loader.load_config(str(out / "config.py"))
-    set_logging_verbosity(config.verbose)
-    subprocess_init = SubprocessInitializer()
-    subprocess_init.register(setup_logging, config.verbose)
-    subprocess_init.register(add_to_sys_path, loader.config_dir.name)
-    if args.warm_workers:
-        subprocess_init.register(importlib.import_module, "torch._dynamo")
-        torchbiggraph.train.create_pool = _ready_pool
-
+    loader, config = start_pbg(out, "w", collect)
+    subprocess_init = worker_setup(config, loader, args.warm_workers)
     import_s = import_tsv(config, data_dir, splits)
 
     train_config = attr.evolve(config, edge_paths=[edge_paths[0]])
@@ -322,7 +372,6 @@ def main() -> None:
 
     exported = export(train_config, out)
     check = check_scores(train_config, out, data_dir, args.check, args.seed) if args.check else None
-
     edges = sum(b["edges"] for b in collect.buckets)
     seconds = sum(b["seconds"] for b in collect.buckets)
     record = {
@@ -334,22 +383,10 @@ def main() -> None:
         "train_seconds": round(seconds, 2),
         "edges_per_s": round(edges / seconds) if seconds else None,
         "train_wall_s": round(train_wall, 2),
-        "warm_workers": {"on": args.warm_workers, "startup_s": _STARTUP.get("seconds")},
-        "import_s": round(import_s, 2),
-        "pbg_config": train_config.to_dict(),
-        "overrides_of_pbg_defaults": {
-            k: raw[k]
-            for k in ("global_emb", "comparator", "loss_fn", "lr", "num_batch_negs", "eval_fraction", "hogwild_delay")
-        },
+        **provenance(args, raw, train_config, import_s),
         "out": str(out),
         **exported,
         "check": check,
-        "versions": {
-            "torchbiggraph": getattr(torchbiggraph, "__version__", None) or _dist_version("torchbiggraph"),
-            "torch": torch.__version__,
-            "h5py": h5py.__version__,
-            "python": sys.version.split()[0],
-        },
     }
     stdout.write(json.dumps(record) + "\n")
     stdout.flush()

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import fcntl
-import importlib
 import json
 import logging
 import os
@@ -54,15 +53,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 # At module level, as in peer_pbg.py: PBG's spawned Hogwild workers import this module as
 # ``__mp_main__``, so torch, PBG and peer_pbg are imported before the timed epochs.
 import attr  # noqa: E402
-import h5py  # noqa: E402
 import peer_pbg  # noqa: E402
 import torch  # noqa: E402
-import torchbiggraph  # noqa: E402
-import torchbiggraph.train  # noqa: E402
 from torchbiggraph.checkpoint_storage import CHECKPOINT_STORAGES  # noqa: E402
-from torchbiggraph.config import ConfigFileLoader, add_to_sys_path  # noqa: E402
 from torchbiggraph.train import train  # noqa: E402
-from torchbiggraph.util import SubprocessInitializer, set_logging_verbosity, setup_logging  # noqa: E402
 
 DATA_SUBDIR, CHECKPOINT_SUBDIR = peer_pbg.DATA_SUBDIR, peer_pbg.CHECKPOINT_SUBDIR
 EXPORTS, VIEWS = "exports", "views"
@@ -162,101 +156,40 @@ def drop_versions(config, ckpt: Path, below: int) -> list[int]:
     return dropped
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", required=True, help="folder with train.txt (head, relation, tail)")
+    peer_pbg.add_flags(parser)
     parser.add_argument("--out", required=True, help="working folder (resumed when it exists)")
     parser.add_argument("--epochs", type=int, required=True, help="train until this many epochs are done")
-    parser.add_argument("--dim", type=int, default=400, help="PBG's dimension D (complex_diagonal: D/2 + D/2)")
-    parser.add_argument("--batch-size", type=int, default=1000)
-    parser.add_argument("--uniform-negs", type=int, default=50)
-    parser.add_argument("--batch-negs", type=int, default=0)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--loss", default="softmax")
-    parser.add_argument("--operator", default="complex_diagonal")
-    parser.add_argument("--comparator", default="dot")
-    parser.add_argument("--init-scale", type=float)
-    parser.add_argument("--hogwild-delay", type=float, default=0.0)
-    parser.add_argument("--warm-workers", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--export-every", type=int, default=1, help="export the epochs that are multiples of this")
     parser.add_argument("--keep-versions", action="store_true", help="keep every PBG checkpoint version")
-    parser.add_argument("--check", type=int, default=5, help="test triples PBG scores itself (first export only)")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    stdout = os.fdopen(os.dup(1), "w")  # PBG logs to stdout: keep it for our one JSON line
-    os.dup2(2, 1)
-    sys.stdout = os.fdopen(1, "w", buffering=1)
 
-    die_with_parent()
-    data_dir, out = Path(args.data_dir), Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    lock = open(out / ".lock", "w")  # one driver per folder: a second one waits (closed at exit)
-    fcntl.flock(lock, fcntl.LOCK_EX)
+def same_settings(args, data_dir: Path, out: Path) -> None:
+    """Record the flags in ``OUT/settings.json``, or refuse flags other than those recorded; on
+    a fresh start, clear whatever PBG would resume from."""
     settings = {k: getattr(args, k) for k in SETTINGS}
     settings["data_dir"] = str(data_dir.resolve())
     settings_path = out / "settings.json"
     if settings_path.exists():
         saved = json.loads(settings_path.read_text())
         if saved != settings:
-            diff = {
-                k: (saved.get(k), settings.get(k))
-                for k in set(saved) | set(settings)
-                if saved.get(k) != settings.get(k)
-            }
+            keys = set(saved) | set(settings)
+            diff = {k: (saved.get(k), settings.get(k)) for k in keys if saved.get(k) != settings.get(k)}
             sys.exit(f"{out}: holds a PBG run with other settings {diff}; use another --out or the same flags")
-    splits = [s for s in ("train", "valid", "test") if (data_dir / f"{s}.txt").exists()]
-    if "train" not in splits:
-        sys.exit(f"{data_dir}/train.txt not found")
-    edge_paths = [str(out / DATA_SUBDIR / f"{s}_partitioned") for s in splits]
-    imported = out / DATA_SUBDIR / ".imported"
-    if not imported.exists():  # a fresh start: nothing PBG would resume from may stay
+    if not (out / DATA_SUBDIR / ".imported").exists():
         for sub in (DATA_SUBDIR, CHECKPOINT_SUBDIR, EXPORTS, VIEWS):
             shutil.rmtree(out / sub, ignore_errors=True)
         for name in ("epoch_seconds.jsonl", "exported.json"):
             (out / name).unlink(missing_ok=True)
     write_json_atomic(settings_path, settings)
 
-    raw = peer_pbg.config_dict(args, out, edge_paths)
-    raw["checkpoint_preservation_interval"] = 1
-    peer_pbg.write_config_module(out / "config.py", raw)
 
-    setup_logging()
-    log_file = logging.FileHandler(out / "pbg.log", mode="a")
-    log_file.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    pbg_logger = logging.getLogger("torchbiggraph")
-    pbg_logger.addHandler(log_file)
-    pbg_logger.addHandler(EpochSeconds(out / "epoch_seconds.jsonl"))
-
-    loader = ConfigFileLoader()
-    config = loader.load_config(str(out / "config.py"))
-    set_logging_verbosity(config.verbose)
-    import_s = 0.0
-    if not imported.exists():
-        random.seed(args.seed)  # the importer shuffles entity and relation names with `random`
-        import_s = peer_pbg.import_tsv(config, data_dir, splits)
-        imported.touch()
-
-    train_config = attr.evolve(config, edge_paths=[edge_paths[0]])
+def export_epochs(args, train_config, out: Path, data_dir: Path, done: int) -> tuple[list[int], dict | None]:
+    """Export every epoch up to ``done`` due (``--export-every``) and not yet exported; the
+    exported epochs, and PBG's own scores of the first export (``--check``)."""
     ckpt = Path(train_config.checkpoint_path)
-    storage = CHECKPOINT_STORAGES.make_instance(str(ckpt))
-    before = storage.load_version() if ckpt.exists() else 0
-    train_wall = None
-    if before < args.epochs:
-        torch.manual_seed(args.seed + before)  # initial embeddings (first call) and the edge order
-        subprocess_init = SubprocessInitializer()
-        subprocess_init.register(die_with_parent)
-        subprocess_init.register(setup_logging, config.verbose)
-        subprocess_init.register(add_to_sys_path, loader.config_dir.name)
-        if args.warm_workers:
-            subprocess_init.register(importlib.import_module, "torch._dynamo")
-            torchbiggraph.train.create_pool = peer_pbg._ready_pool
-        start = time.perf_counter()
-        train(train_config, subprocess_init=subprocess_init)
-        train_wall = time.perf_counter() - start
-    done = CHECKPOINT_STORAGES.make_instance(str(ckpt)).load_version()
-
     exported_path = out / "exported.json"
     exported: list[int] = json.loads(exported_path.read_text()) if exported_path.exists() else []
     check = None
@@ -267,9 +200,8 @@ def main() -> None:
         tmp = final.with_name(final.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        view_config = attr.evolve(
-            train_config, checkpoint_path=str(version_view(train_config, ckpt, out / VIEWS, epoch))
-        )
+        view = version_view(train_config, ckpt, out / VIEWS, epoch)
+        view_config = attr.evolve(train_config, checkpoint_path=str(view))
         peer_pbg.export(view_config, tmp)
         if args.check and not exported:
             check = peer_pbg.check_scores(view_config, tmp, data_dir, args.check, args.seed)
@@ -279,6 +211,42 @@ def main() -> None:
         exported.append(epoch)
         write_json_atomic(exported_path, exported)
         shutil.rmtree(out / VIEWS / f"v{epoch}", ignore_errors=True)
+    return exported, check
+
+
+def main() -> None:
+    args = parse_args()
+    stdout = peer_pbg.own_stdout()
+    die_with_parent()
+    data_dir, out = Path(args.data_dir), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = open(out / ".lock", "w")  # one driver per folder: a second one waits (closed at exit)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    same_settings(args, data_dir, out)
+    splits = peer_pbg.split_files(data_dir)
+    edge_paths = [str(out / DATA_SUBDIR / f"{s}_partitioned") for s in splits]
+    raw = peer_pbg.config_dict(args, out, edge_paths)
+    raw["checkpoint_preservation_interval"] = 1
+    peer_pbg.write_config_module(out / "config.py", raw)
+    loader, config = peer_pbg.start_pbg(out, "a", EpochSeconds(out / "epoch_seconds.jsonl"))
+    import_s, imported = 0.0, out / DATA_SUBDIR / ".imported"
+    if not imported.exists():
+        random.seed(args.seed)  # the importer shuffles entity and relation names with `random`
+        import_s = peer_pbg.import_tsv(config, data_dir, splits)
+        imported.touch()
+
+    train_config = attr.evolve(config, edge_paths=[edge_paths[0]])
+    ckpt = Path(train_config.checkpoint_path)
+    before = CHECKPOINT_STORAGES.make_instance(str(ckpt)).load_version() if ckpt.exists() else 0
+    train_wall = None
+    if before < args.epochs:
+        torch.manual_seed(args.seed + before)  # initial embeddings (first call) and the edge order
+        subprocess_init = peer_pbg.worker_setup(config, loader, args.warm_workers, die_with_parent)
+        start = time.perf_counter()
+        train(train_config, subprocess_init=subprocess_init)
+        train_wall = time.perf_counter() - start
+    done = CHECKPOINT_STORAGES.make_instance(str(ckpt)).load_version()
+    exported, check = export_epochs(args, train_config, out, data_dir, done)
     dropped = [] if args.keep_versions else drop_versions(train_config, ckpt, done)
 
     seconds = epoch_seconds(out / "epoch_seconds.jsonl", done)
@@ -293,29 +261,8 @@ def main() -> None:
         "exports": str(out / EXPORTS),
         "dropped_versions": dropped,
         "train_wall_s": None if train_wall is None else round(train_wall, 2),
-        "warm_workers": {"on": args.warm_workers, "startup_s": peer_pbg._STARTUP.get("seconds")},
-        "import_s": round(import_s, 2),
-        "pbg_config": train_config.to_dict(),
-        "overrides_of_pbg_defaults": {
-            k: raw[k]
-            for k in (
-                "global_emb",
-                "comparator",
-                "loss_fn",
-                "lr",
-                "num_batch_negs",
-                "eval_fraction",
-                "hogwild_delay",
-                "checkpoint_preservation_interval",
-            )
-        },  # fmt: skip
+        **peer_pbg.provenance(args, raw, train_config, import_s, "checkpoint_preservation_interval"),
         "check": check,
-        "versions": {
-            "torchbiggraph": getattr(torchbiggraph, "__version__", None) or peer_pbg._dist_version("torchbiggraph"),
-            "torch": torch.__version__,
-            "h5py": h5py.__version__,
-            "python": sys.version.split()[0],
-        },
     }
     stdout.write(json.dumps(record) + "\n")
     stdout.flush()

@@ -44,7 +44,7 @@ def default_label(record: dict) -> str:
     return f"{record['label']} {flags}".strip()
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", type=Path, nargs="+", help="OUT folders of accuracy_per_hour.py (or their JSON)")
     parser.add_argument("--out", type=Path, required=True, help="PNG file to write")
@@ -52,21 +52,20 @@ def main() -> None:
     parser.add_argument("--metric", default="mrr", choices=METRICS)
     parser.add_argument("--title", help="default: DATASET: filtered test METRIC against training time")
     parser.add_argument("--floor", type=Path, help="a popularity_ranking.py JSON: drawn as a horizontal line")
-    args = parser.parse_args()
-    floor = None
-    if args.floor:
-        try:
-            floor = json.loads(args.floor.read_text(encoding="utf-8"))["results"]["test"]["both"][args.metric]
-        except (OSError, ValueError, KeyError) as error:
-            raise SystemExit(f"--floor {args.floor}: not a popularity_ranking.py record ({error})") from None
-    records = [load(f) for f in args.folders]
-    labels = args.labels or [default_label(r) for r in records]
-    if len(labels) != len(records):
-        raise SystemExit(f"--labels: {len(labels)} labels for {len(records)} folders")
-    datasets = sorted({r["dataset"] for r in records})
-    if len(datasets) > 1:
-        raise SystemExit(f"the folders measure different datasets: {datasets}")
+    return parser.parse_args()
 
+
+def read_floor(path: Path | None, metric: str) -> float | None:
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["results"]["test"]["both"][metric]
+    except (OSError, ValueError, KeyError) as error:
+        raise SystemExit(f"--floor {path}: not a popularity_ranking.py record ({error})") from None
+
+
+def lines_of(records: list[dict], labels: list[str], metric: str) -> dict[str, list[dict]]:
+    """Each folder's points as drawn (and printed), by label, in budget order."""
     lines: dict[str, list[dict]] = {}
     for label, record in zip(labels, records, strict=True):
         if label in lines:
@@ -77,15 +76,32 @@ def main() -> None:
                 "train_minutes": round(p["train_seconds"] / 60, 4),
                 "epochs": p["epochs"],
                 "best_epoch": p["best_epoch"],
-                args.metric: p["test"][args.metric],
+                metric: p["test"][metric],
                 "exact": p["exact"],
                 "converged": p.get("stop", "").startswith("converged"),
             }
             for p in sorted(record["points"], key=lambda p: p["budget_s"])
         ]
-    budgets = {b for r in records for b in r["budgets_min"]}
-    budgets = sorted(budgets | {p["budget_min"] for r in records for p in r["points"]})
+    return lines
 
+
+def draw(ax, lines: dict[str, list[dict]], metric: str, budgets: list[float]) -> None:
+    """One line per system; a converged run's last point carried on dashed; late points open."""
+    for label, points in lines.items():
+        if not points:
+            continue
+        drawn = [p for p in points if not p["converged"]] + [p for p in points if p["converged"]][:1]
+        xs, ys = [p["train_minutes"] for p in drawn], [p[metric] for p in drawn]
+        (line,) = ax.plot(xs, ys, marker="o", ms=5, label=label)
+        if drawn[-1]["converged"]:  # stopped: the same model for every later budget
+            ax.plot([xs[-1], max(budgets)], [ys[-1], ys[-1]], ls="--", lw=1, color=line.get_color())
+        late = [p for p in points if not p["exact"]]
+        if late:
+            xs, ys = [p["train_minutes"] for p in late], [p[metric] for p in late]
+            ax.plot(xs, ys, ls="none", marker="o", ms=8, mfc="white", mec=line.get_color())
+
+
+def plot(args, lines: dict, budgets: list[float], floor: float | None, dataset: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,25 +110,7 @@ def main() -> None:
     fig, ax = plt.subplots(figsize=(7, 5.5))
     for budget in budgets:
         ax.axvline(budget, color="grey", lw=0.6, ls=":", zorder=0)
-    for label, points in lines.items():
-        if not points:
-            continue
-        drawn = [p for p in points if not p["converged"]] + [p for p in points if p["converged"]][:1]
-        xs, ys = [p["train_minutes"] for p in drawn], [p[args.metric] for p in drawn]
-        (line,) = ax.plot(xs, ys, marker="o", ms=5, label=label)
-        if drawn[-1]["converged"]:  # stopped: the same model for every later budget
-            ax.plot([xs[-1], max(budgets)], [ys[-1], ys[-1]], ls="--", lw=1, color=line.get_color())
-        late = [p for p in points if not p["exact"]]
-        if late:
-            ax.plot(
-                [p["train_minutes"] for p in late],
-                [p[args.metric] for p in late],
-                ls="none",
-                marker="o",
-                ms=8,
-                mfc="white",
-                mec=line.get_color(),
-            )
+    draw(ax, lines, args.metric, budgets)
     if floor is not None:
         ax.axhline(floor, color="black", lw=1, ls="-.", label="training-frequency count per slot (no training)")
     ax.set_xscale("log")
@@ -121,28 +119,41 @@ def main() -> None:
         ax.minorticks_off()
     ax.set_xlabel("training time (minutes; validation and evaluation excluded; dotted: budgets)")
     ax.set_ylabel(f"filtered test {args.metric.upper() if args.metric == 'mrr' else args.metric.capitalize()}")
-    ax.set_title(args.title or f"{datasets[0]}: filtered test {args.metric} against training time")
+    ax.set_title(args.title or f"{dataset}: filtered test {args.metric} against training time")
     ax.grid(alpha=0.3)
     # Below the axes: inside, it hides whichever line runs under it.
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=120)
+
+
+def main() -> None:
+    args = parse_args()
+    floor = read_floor(args.floor, args.metric)
+    records = [load(f) for f in args.folders]
+    labels = args.labels or [default_label(r) for r in records]
+    if len(labels) != len(records):
+        raise SystemExit(f"--labels: {len(labels)} labels for {len(records)} folders")
+    datasets = sorted({r["dataset"] for r in records})
+    if len(datasets) > 1:
+        raise SystemExit(f"the folders measure different datasets: {datasets}")
+    lines = lines_of(records, labels, args.metric)
+    budgets = {b for r in records for b in r["budgets_min"]}
+    budgets = sorted(budgets | {p["budget_min"] for r in records for p in r["points"]})
+    plot(args, lines, budgets, floor, datasets[0])
     machines = sorted({json.dumps(r.get("machine"), sort_keys=True) for r in records})
-    print(
-        json.dumps(
-            {
-                "bench": "plot_accuracy_per_hour",
-                "out": str(args.out),
-                "dataset": datasets[0],
-                "metric": args.metric,
-                "lines": lines,
-                "floor": floor,
-                "folders": [str(f) for f in args.folders],
-                "machines": [json.loads(m) for m in machines],
-            }
-        )
-    )
+    record = {
+        "bench": "plot_accuracy_per_hour",
+        "out": str(args.out),
+        "dataset": datasets[0],
+        "metric": args.metric,
+        "lines": lines,
+        "floor": floor,
+        "folders": [str(f) for f in args.folders],
+        "machines": [json.loads(m) for m in machines],
+    }
+    print(json.dumps(record))
 
 
 if __name__ == "__main__":

@@ -59,58 +59,21 @@ CONFIGS = [
 ]
 
 
-def ours(
-    index,
-    batch,
-    neg,
-    shared,
-    epochs,
-    joint=True,
-    side="per-positive",
-    seed=0,
-    biased_chunk=0,
-    dim=200,
-    reciprocal=False,
-    optimizer="auto",
-    lr=0.001,
-    pair_every=1,
-    p=None,
-) -> tuple[list[float], Usage]:
+def ours(index, batch: int, neg: int, shared: int, epochs: int, joint: bool, side: str) -> tuple[list[float], Usage]:
     """Window rates of the real pipeline over ``epochs`` full epochs, and the CPU usage of the ``fit``.
 
     ``joint`` is JoBi (pair head and p 0.3), else the baseline (p 0, no pair labels drawn), as
-    ``jobi-tf train`` builds them; ``p`` overrides the share of biased negatives (one of the
-    two parts of JoBi without the other)."""
-    cfg = SamplerConfig(
-        batch_size=batch,
-        neg=neg,
-        p=(0.3 if joint else 0.0) if p is None else p,
-        shared_negatives=shared,
-        corrupt_side=side,
-        biased_chunk=biased_chunk,
-    )
-    ds = make_train_dataset(index, cfg, seed=seed, pair_labels=joint, pair_every=pair_every)
-    model = JoBiModel(
-        index.num_entities,
-        index.num_relations,
-        model="complex",
-        dim=dim,
-        joint=joint,
-        reciprocal=reciprocal,
-        pair_every=pair_every,
-    )
-    model.compile(optimizer=make_optimizer(choose_optimizer(optimizer, index.num_entities), lr), jit_compile=True)
+    ``jobi-tf train`` builds them."""
+    p = 0.3 if joint else 0.0
+    cfg = SamplerConfig(batch_size=batch, neg=neg, p=p, shared_negatives=shared, corrupt_side=side, biased_chunk=0)
+    ds = make_train_dataset(index, cfg, seed=0, pair_labels=joint)
+    model = JoBiModel(index.num_entities, index.num_relations, model="complex", dim=200, joint=joint)
+    model.compile(optimizer=make_optimizer(choose_optimizer("auto", index.num_entities), 0.001), jit_compile=True)
     clock = BatchClock()
     with Usage() as used:
         start = time.perf_counter()
-        model.fit(
-            ds,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch(index, batch),
-            verbose=0,
-            shuffle=False,
-            callbacks=[clock],
-        )
+        steps = steps_per_epoch(index, batch)
+        model.fit(ds, epochs=epochs, steps_per_epoch=steps, verbose=0, shuffle=False, callbacks=[clock])
     return window_rates(clock.ends, start, batch), used
 
 
@@ -167,7 +130,7 @@ def pykeen(
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir")
     parser.add_argument("--epochs", type=int, default=1, help="full epochs per measurement, ours and the peer's")
@@ -186,40 +149,46 @@ def main() -> None:
         default="none",
         help="none (equal terms: jobi-tf's side has none) or PyKEEN ComplEx's own L2, weight 0.01",
     )
-    args = parser.parse_args()
-    folder = data_dir("fb15k-237", args.data_dir)
-    _, _, index = build_index(read_split_folder(folder), "fb15k-237")
-    configs = [c for c in CONFIGS if not args.only or c[0] in args.only]
-    peer_env = dict(item.split("=", 1) for item in args.peer_env)
+    return parser.parse_args()
 
+
+def interleaved(args, folder: Path, index, configs: list, peer_env: dict) -> tuple[dict, dict, dict]:
+    """``--rounds`` of every configuration, PyKEEN run once per round before our first configuration
+    of its setting: our rates and usages per configuration, and the peer's rates, CPU and settings."""
     rates: dict[str, list[float]] = {c[0]: [] for c in configs}
     usages: dict[str, Usage] = {}
-    peer_rates: dict[str, list[float]] = {}
-    peer_cpu: dict[str, list[dict]] = {}
-    peer_resolved: dict[str, dict] = {}
+    peer: dict[str, dict] = {"rates": {}, "cpu": {}, "resolved": {}}
     for _ in range(args.rounds):
-        peer_done: set[str] = set()  # the peer runs once per round, before our first configuration of its setting
+        peer_done: set[str] = set()
         for name, b, k, c, joint, side in configs:
             setting = f"{b}x{k}"
             if args.peer_python and setting not in peer_done:
                 peer_done.add(setting)
-                peer = pykeen(args.peer_python, folder, b, k, args.epochs, peer_env, args.peer_regularizer)
-                peer_resolved[setting] = {**peer["resolved"], "pykeen": peer["pykeen"], "torch": peer["torch"]}
-                peer_rates.setdefault(setting, []).extend(peer["windows"])
-                peer_cpu.setdefault(setting, []).append(peer["cpu"])
+                got = pykeen(args.peer_python, folder, b, k, args.epochs, peer_env, args.peer_regularizer)
+                peer["resolved"][setting] = {**got["resolved"], "pykeen": got["pykeen"], "torch": got["torch"]}
+                peer["rates"].setdefault(setting, []).extend(got["windows"])
+                peer["cpu"].setdefault(setting, []).append(got["cpu"])
             got, used = ours(index, b, k, c, args.epochs, joint=joint, side=side)
             rates[name].extend(got)
             usages[f"{name} #{len(usages)}"] = used
+    return rates, usages, peer
+
+
+def main() -> None:
+    args = parse_args()
+    folder = data_dir("fb15k-237", args.data_dir)
+    _, _, index = build_index(read_split_folder(folder), "fb15k-237")
+    configs = [c for c in CONFIGS if not args.only or c[0] in args.only]
+    peer_env = dict(item.split("=", 1) for item in args.peer_env)
+    rates, usages, peer = interleaved(args, folder, index, configs, peer_env)
 
     results = {}
     for name, b, k, *_ in configs:
         results[name] = summary(rates[name])
         results[name]["cpu"] = [u.record() for key, u in usages.items() if key.startswith(name + " #")]
-        setting = f"{b}x{k}"
-        if setting in peer_rates:
-            results[name]["ratio_to_pykeen_same_setting"] = round(
-                statistics.median(rates[name]) / statistics.median(peer_rates[setting]), 2
-            )
+        if f"{b}x{k}" in peer["rates"]:
+            ratio = statistics.median(rates[name]) / statistics.median(peer["rates"][f"{b}x{k}"])
+            results[name]["ratio_to_pykeen_same_setting"] = round(ratio, 2)
     record = {
         "bench": "train_speed",
         "metric": "positive triples per second, steady state (median of 75,000-positive windows over full epochs)",
@@ -229,16 +198,15 @@ def main() -> None:
         "epochs_per_measurement": args.epochs,
         "rounds": args.rounds,
     }
-    if peer_rates:
-        record["pykeen"] = {s: {**summary(r), "cpu": peer_cpu[s]} for s, r in peer_rates.items()}
+    if peer["rates"]:
+        record["pykeen"] = {s: {**summary(r), "cpu": peer["cpu"][s]} for s, r in peer["rates"].items()}
         record["pykeen_env"] = peer_env
-        record["pykeen_resolved"] = peer_resolved  # model, regularizers ([] = none), loss, sampler, optimizer
-    if "per-triple baseline (no joint, p 0) 500x50" in rates:
-        ref = plain_tf(index, 500, 50, 60, 5)
-        record["reference_plain_tf_500x50"] = round(statistics.median(ref))
-        record["ratio_baseline_to_plain_tf_500x50"] = round(
-            statistics.median(rates["per-triple baseline (no joint, p 0) 500x50"]) / statistics.median(ref), 2
-        )
+        record["pykeen_resolved"] = peer["resolved"]  # model, regularizers ([] = none), loss, sampler, optimizer
+    baseline = "per-triple baseline (no joint, p 0) 500x50"
+    if baseline in rates:
+        ref = statistics.median(plain_tf(index, 500, 50, 60, 5))
+        record["reference_plain_tf_500x50"] = round(ref)
+        record["ratio_baseline_to_plain_tf_500x50"] = round(statistics.median(rates[baseline]) / ref, 2)
     record.update(
         kernel_check=kernel_check(usages),
         peak_rss_gib=round(peak_rss_gib(), 2),

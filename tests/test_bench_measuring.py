@@ -47,58 +47,6 @@ def test_usage_counts_cpu_time_of_its_block():
     assert set(used.record()) == {"user_s", "system_s", "minor_faults", "system_share", "wall_s"}
 
 
-def test_time_curves_place_each_validation_at_the_training_time_before_it(tmp_path):
-    import tensorflow as tf
-    from plot_time_curves import time_curve
-
-    # Epoch 2 was cut by a stop (30 s) and finished after a resume (5 s): both parts count.
-    writer = tf.summary.create_file_writer(str(tmp_path / "tensorboard"))
-    with writer.as_default():
-        for epoch, seconds in [(1, 10.0), (2, 30.0), (2, 5.0), (3, 20.0), (4, 7.0)]:
-            tf.summary.scalar("speed/epoch_seconds", seconds, step=epoch)
-        tf.summary.scalar("valid/mrr", 0.25, step=2)
-        tf.summary.scalar("valid/mrr", 0.5, step=4)
-        tf.summary.text("config", "not a scalar", step=0)
-    writer.close()
-    assert time_curve(tmp_path) == [
-        {"epoch": 2, "train_seconds": 45.0, "mrr": 0.25},
-        {"epoch": 4, "train_seconds": 72.0, "mrr": 0.5},
-    ]
-    assert [p["train_seconds"] for p in time_curve(tmp_path, epoch_seconds=3.0)] == [6.0, 12.0]
-
-
-def test_kept_curves_come_back_from_an_earlier_plots_json_line(tmp_path):
-    from plot_time_curves import kept_curves
-
-    curves = {"sampled": [{"epoch": 1, "train_seconds": 15.4, "mrr": 0.1864}]}
-    earlier = tmp_path / "earlier.json"
-    earlier.write_text(json.dumps({"bench": "plot_time_curves", "out": "x.png", "curves": curves}) + "\n")
-    assert kept_curves(earlier) == curves
-    (tmp_path / "other.json").write_text(json.dumps({"bench": "eval_speed"}))
-    with pytest.raises(SystemExit, match="--keep .*other.json: not a JSON line of plot_time_curves"):
-        kept_curves(tmp_path / "other.json")
-
-
-def test_one_vs_all_projection_counts_flops_and_reads_epoch_seconds(tmp_path, capsys, monkeypatch):
-    """The decision guide's projection: 12·T·N·W FLOPs per epoch, the rate from the median
-    epoch, and a graph k times larger in T·N costs k times the seconds."""
-    import one_vs_all_projection as projection
-
-    assert projection.epoch_flops(10, 20, 30) == 12 * 10 * 20 * 30
-    curve = [{"epoch": e, "train_seconds": s} for e, s in enumerate([12.0, 22.0, 31.0, 41.0, 70.0], 1)]
-    assert projection.median_epoch_seconds(curve) == 10.0  # steps 12, 10, 9, 10, 29
-    settings = {"model": {"model": "complex", "dim": 200}, "train": {"matmul_dtype": "bfloat16"}}
-    record = {"system": "one-vs-all", "curve": curve, "settings": {**settings, "sampler": {"batch_size": 500}}}
-    measured = tmp_path / "run.json"
-    measured.write_text(json.dumps(record))
-    argv = ["x", str(measured), "--measured-entities", "100", "--measured-triples", "1000", "--graph", "big:1000:4000"]
-    monkeypatch.setattr(sys, "argv", argv)
-    projection.main()
-    out = json.loads(capsys.readouterr().out)
-    assert out["width"] == 400 and out["effective_flops_per_second"] == pytest.approx(12 * 1000 * 100 * 400 / 10.0)
-    assert out["projections"]["big"]["epoch_seconds"] == pytest.approx(10.0 * 40)  # T·N is 40 times larger
-
-
 def test_every_step_cost_ratio_in_the_docs_raw_files_follows_from_its_rates(tmp_path):
     """The ratios the docs quote are recomputed from the committed rates; a tampered one is caught."""
     import rederive_ratios
@@ -316,17 +264,3 @@ def test_popularity_ranks_match_a_brute_force_filtered_ranking():
             mine = scores[triple[answer]]
             assert optimistic[q] == 1 + np.sum(scores > mine)
             assert pessimistic[q] == np.sum(scores >= mine)
-
-
-def test_self_rank_counts_queries_whose_top_answer_is_their_own_entity():
-    """Against a count by hand: the query's own entity (h for tail queries, t for head queries)
-    and the true answer are told apart per direction."""
-    import self_rank
-
-    heads, tails = np.array([0, 1, 2, 3]), np.array([4, 5, 6, 3])
-    tail_top = np.array([0, 5, 2, 9])  # its own head at 0 and 2, the true tail at 1
-    head_top = np.array([4, 4, 2, 3])  # its own tail at 0, the true head at 2, both at 3 (a self-loop triple)
-    out = self_rank.shares(heads, tails, tail_top, head_top)
-    assert out["tail_queries"] == {"top_is_query_entity": 0.5, "top_is_true_answer": 0.25}
-    assert out["head_queries"] == {"top_is_query_entity": 0.5, "top_is_true_answer": 0.5}
-    assert out["queries_per_direction"] == 4 and out["test_triples_with_head_equal_tail"] == 1
