@@ -1,0 +1,132 @@
+"""Plot where each training regime wins as a graph grows: the test metric each system holds
+at fixed training budgets, against the graph's entity count, beside the slot-frequency floor.
+
+Why a plot of its own: `bench/plot_accuracy_per_hour.py` draws one graph's curves over time;
+the question "from which size on does 1-vs-all lose to sampled JoBi" needs the same budget
+read across graphs of several sizes (`bench/replicate_kg.py`'s K = 1, 4, 8, 137).
+
+Steps:
+1. Read the `bench/accuracy_per_hour.py` records and the `bench/popularity_ranking.py` floors;
+   a record's graph is matched to its floor by the data folder both name, and the floor gives
+   the entity count (the entities that occur in the graph).
+2. For each budget, one panel: one line per system through its runs' points at that budget
+   (several seeds: the mean, with a bar from the lowest to the highest), and the floor's line.
+   A budget a run has not reached yet is left out, and said in the JSON line.
+3. Print one JSON line with every plotted value (and what was missing).
+
+Run:  python bench/plot_crossover.py docs/results/replicated/aph-*.json \\
+          --floors docs/results/replicated/floor-K*.json --budgets 45 120 \\
+          --out docs/results/replicated/crossover.png [--part "copied answers"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+PARTS = ("whole", "hub answers", "copied answers")
+SYSTEM_ORDER = ("one-vs-all", "jobi", "baseline", "pbg")
+LABELS = {"one-vs-all": "1-vs-all (kbc-fast)", "jobi": "sampled JoBi", "baseline": "sampled baseline",
+          "pbg": "PyTorch-BigGraph"}  # fmt: skip
+
+
+def read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"{path}: not a JSON record ({error})") from None
+
+
+def label(system: str) -> str:
+    return LABELS.get(system, system)
+
+
+def metric_of(results: dict, part: str, metric: str) -> float:
+    """``results`` is a test result (accuracy_per_hour point) or a floor's ``results.test``."""
+    if part == "whole":
+        return results["both"][metric] if "both" in results else results[metric]
+    return results["parts"][part][metric] if "parts" in results else results[part][metric]
+
+
+def floors_by_data(paths: list[Path], part: str, metric: str) -> dict[str, tuple[int, float]]:
+    """Data folder -> (entities, floor value)."""
+    out = {}
+    for path in paths:
+        record = read(path)
+        out[record["data"]] = (record["entities"], metric_of(record["results"]["test"], part, metric))
+    return out
+
+
+def points_at(records: list[tuple[Path, dict]], floors: dict, budgets, part: str, metric: str):
+    """{budget: {system: {entities: [values over seeds]}}}, and what had no point."""
+    values: dict = {b: defaultdict(lambda: defaultdict(list)) for b in budgets}
+    missing = []
+    for path, record in records:
+        data = record["identity"]["data_dir"]
+        if data not in floors:
+            raise SystemExit(f"{path}: no --floors record for its data folder {data}")
+        entities = floors[data][0]
+        by_budget = {p["budget_min"]: p for p in record["points"]}
+        for budget in budgets:
+            if budget in by_budget:
+                values[budget][record["system"]][entities].append(metric_of(by_budget[budget]["test"], part, metric))
+            else:
+                missing.append(f"{path.name}: {budget:g} min")
+    return values, missing
+
+
+def draw(values: dict, floors: dict, budgets, part: str, metric: str, out: Path, title: str | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(budgets), figsize=(5.2 * len(budgets), 4.2), sharey=True, squeeze=False)
+    floor_points = sorted(floors.values())
+    for ax, budget in zip(axes[0], budgets, strict=True):
+        ax.plot(*zip(*floor_points, strict=True), "k--", label="slot-frequency floor (no training)")
+        for system in sorted(values[budget], key=lambda s: SYSTEM_ORDER.index(s) if s in SYSTEM_ORDER else 99):
+            xs = sorted(values[budget][system])
+            means = [statistics.mean(values[budget][system][x]) for x in xs]
+            low = [m - min(values[budget][system][x]) for x, m in zip(xs, means, strict=True)]
+            high = [max(values[budget][system][x]) - m for x, m in zip(xs, means, strict=True)]
+            ax.errorbar(xs, means, yerr=[low, high], marker="o", capsize=3, label=label(system))
+        ax.set_xscale("log")
+        ax.set_xlabel("entities in the graph")
+        ax.set_title(f"after {budget:g} min of training")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"filtered test {metric} ({part})")
+    axes[0][-1].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", type=Path, nargs="+", help="accuracy_per_hour.py JSON records")
+    parser.add_argument("--floors", type=Path, nargs="+", required=True, help="popularity_ranking.py records")
+    parser.add_argument("--budgets", type=float, nargs="+", default=[45.0, 120.0], help="minutes, one panel each")
+    parser.add_argument("--metric", default="mrr", choices=("mrr", "hits@1", "hits@3", "hits@10"))
+    parser.add_argument("--part", default="whole", choices=PARTS)
+    parser.add_argument("--title")
+    parser.add_argument("--out", type=Path, required=True, help="PNG file to write")
+    args = parser.parse_args()
+    floors = floors_by_data(args.floors, args.part, args.metric)
+    records = [(path, read(path)) for path in args.records]
+    values, missing = points_at(records, floors, args.budgets, args.part, args.metric)
+    draw(values, floors, args.budgets, args.part, args.metric, args.out, args.title)
+    plotted = {
+        f"{b:g}": {s: {str(n): v for n, v in sorted(per.items())} for s, per in values[b].items()} for b in args.budgets
+    }
+    floor_out = {str(n): v for n, v in sorted(floors.values())}
+    print(json.dumps({"bench": "plot_crossover", "metric": args.metric, "part": args.part, "out": str(args.out),
+                      "points": plotted, "floor": floor_out, "missing": missing}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
