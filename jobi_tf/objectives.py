@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 import keras
 import tensorflow as tf
 
+from jobi_tf import features as F
 from jobi_tf.scored_batch import Factors, ScoredBatch, ScoringModel
 from jobi_tf.types import PAIR_HEAD, RELATION, TRIPLE_HEAD
 
@@ -129,9 +130,9 @@ class PairBCE(Objective):
         super().__init__(head, name)
         self.regime, self.every = regime, every
         self.features = {
-            SAMPLED: ("pair_labels",),
-            ONE_VS_ALL: ("pair_labels_tail", "pair_labels_head"),
-            K_VS_ALL: ("query_is_tail", "query_pair_labels"),
+            SAMPLED: (F.PAIR_LABELS,),
+            ONE_VS_ALL: (F.PAIR_LABELS_TAIL, F.PAIR_LABELS_HEAD),
+            K_VS_ALL: (F.QUERY_IS_TAIL, F.QUERY_PAIR_LABELS),
         }[regime]
         self._loss = keras.losses.BinaryCrossentropy(from_logits=True, name=f"{self.name}_loss")
 
@@ -147,17 +148,13 @@ class PairBCE(Objective):
 
     def loss(self, features, logits):
         if self.regime == K_VS_ALL:
-            return self._loss(features["query_pair_labels"], logits[self.name])
+            return self._loss(features[F.QUERY_PAIR_LABELS], logits[self.name])
         if self.regime == ONE_VS_ALL:
-            return self._loss(features["pair_labels_tail"], logits[f"{self.name}_tail"]) + self._loss(
-                features["pair_labels_head"], logits[f"{self.name}_head"]
+            return self._loss(features[F.PAIR_LABELS_TAIL], logits[f"{self.name}_tail"]) + self._loss(
+                features[F.PAIR_LABELS_HEAD], logits[f"{self.name}_head"]
             )
-        labels, scores = features["pair_labels"], logits[self.name]
-        if labels.shape[0] is not None and scores.shape[0] is not None and labels.shape[0] != scores.shape[0]:
-            raise ValueError(
-                f"pair_labels has {labels.shape[0]} rows for the pair head's {scores.shape[0]} positives (every "
-                f"{self.every}): build the batches with make_train_dataset(..., pair_every={self.every})"
-            )
+        # (Rows of the labels = the head's positives: `jobi_tf.batch_plan` and the model check it.)
+        labels, scores = features[F.PAIR_LABELS], logits[self.name]
         return self._loss(tf.pad(labels, [[0, 0], [1, 0]], constant_values=1.0), scores)
 
     def __repr__(self) -> str:
@@ -196,7 +193,7 @@ class RelationPrediction(Objective):
         return out
 
     def loss(self, features, logits):
-        relations = features["triples"][:, RELATION]
+        relations = features[F.TRIPLES][:, RELATION]
         loss = self._loss(relations, logits[self.name])
         inverse = logits.get(f"{self.name}_inverse") if self.inverse_copy else None
         if inverse is not None:  # present when the model is reciprocal

@@ -27,7 +27,7 @@ __all__ = ["KINDS", "names", "load", "misplaced", "check", "about"]
 _ROOT = Path(__file__).resolve().parent
 
 #: kind → (folder under jobi_tf/, the attribute each module binds its class to)
-KINDS = {"loss": ("losses", "LOSS"), "regularizer": ("regularizers", "REGULARIZER")}
+KINDS = {"loss": ("losses", "LOSS"), "regularizer": ("regularizers", "REGULARIZER"), "regime": ("regimes", "REGIME")}
 
 
 def names(kind: str) -> tuple[str, ...]:

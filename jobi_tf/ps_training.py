@@ -34,12 +34,11 @@ import re
 import keras
 import tensorflow as tf
 
-from jobi_tf import regimes
-from jobi_tf.config import RunConfig
+from jobi_tf.batch_plan import BatchPlan
+from jobi_tf.config import RunConfig, checks
 from jobi_tf.data.index import KGIndex
-from jobi_tf.errors import ConfigError, JobiError
+from jobi_tf.errors import JobiError
 from jobi_tf.models import JoBiModel
-from jobi_tf.objectives import SAMPLED
 from jobi_tf.sampling import NegativeSampler, epoch_order, steps_per_epoch
 from jobi_tf.sharding import make_sharded_optimizer
 
@@ -56,33 +55,9 @@ def is_parameter_server(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy)
 
 
-def check_config(cfg: RunConfig) -> None:
-    """Refuse, before anything is written, what sharded tables cannot train."""
-    if regimes.regime_of(cfg.train.loss).name != SAMPLED:
-        raise ConfigError(
-            "loss",
-            f"{cfg.train.loss} scores every entity each step; --strategy parameter-server trains sampled losses",
-        )
-    if cfg.train.relation_prediction:
-        raise ConfigError(
-            "relation_prediction", "reads the whole relation table each step; not available with parameter servers"
-        )
-    if cfg.train.optimizer == "adam":
-        raise ConfigError(
-            "optimizer",
-            "dense adam moves every row of every table each step (whole tables over the network); "
-            "use lazy-adam or adagrad with --strategy parameter-server",
-        )
-    if cfg.train.optimizer == "row-adagrad":
-        raise ConfigError(
-            "optimizer", "row-adagrad is not available with --strategy parameter-server; use lazy-adam or adagrad"
-        )
-    if cfg.train.init_from:
-        raise ConfigError("init_from", "warm starts are not available with --strategy parameter-server")
-    if cfg.train.steps_per_execution > 1:
-        raise ConfigError(
-            "steps_per_execution", "has no effect with --strategy parameter-server (workers run one step per call)"
-        )
+#: Refuse, before anything is written, what sharded tables cannot train (kept with every
+#: other check in `jobi_tf.config.checks`).
+check_config = checks.check_parameter_server
 
 
 def _cluster_spec(strategy: tf.distribute.Strategy) -> tf.train.ClusterSpec:
@@ -138,6 +113,8 @@ class ShardedTrainer:
 
     def __init__(self, model: JoBiModel, optimizer, strategy, index: KGIndex, cfg: RunConfig) -> None:
         self.model, self.optimizer, self.index, self.cfg = model, optimizer, index, cfg
+        self.plan = BatchPlan.from_config(cfg)  # what the single-device run's batches hold
+        self.plan.check_model(model)
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         self.steps = steps_per_epoch(index, cfg.sampler.batch_size)
         self.in_flight = IN_FLIGHT_PER_WORKER * max(1, num_workers(strategy))
@@ -148,15 +125,7 @@ class ShardedTrainer:
         each worker once, as constants of the function. The batch's triples come with each call
         (12 KB at batch 1000): no worker holds the training set."""
         model = self.model
-        read = {f for o in model.objectives for f in o.features}
-        sampler = NegativeSampler(
-            self.index,
-            self.cfg.sampler,
-            self.cfg.seed,
-            pair_labels="pair_labels" in read,
-            pair_every=self.cfg.train.pair_every,
-        )
-        features = sampler(triples, step)
+        features = NegativeSampler.from_plan(self.index, self.plan, self.cfg.seed)(triples, step)
         tables = model.sharded_tables
         with tf.GradientTape() as tape:
             logits, penalty = model.forward(features)

@@ -21,10 +21,13 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from jobi_tf import features as F
+from jobi_tf.batch_plan import BatchPlan
 from jobi_tf.config import SamplerConfig
 from jobi_tf.data.index import KGIndex
 from jobi_tf.errors import ConfigError
 from jobi_tf.negatives import DENSE_SLOT_TABLE_BYTES, NegativeSampler
+from jobi_tf.objectives import SAMPLED
 
 __all__ = [
     "NegativeSampler",
@@ -32,6 +35,8 @@ __all__ = [
     "TrainingQueries",
     "make_train_dataset",
     "make_query_dataset",
+    "triple_batches",
+    "query_batches",
     "epoch_order",
     "steps_per_epoch",
     "DENSE_SLOT_TABLE_BYTES",
@@ -109,45 +114,64 @@ def make_train_dataset(
     index: KGIndex,
     cfg: SamplerConfig,
     *,
-    seed: int = 0,
-    initial_epoch: int = 0,
-    initial_step: int = 0,
-    epochs: int = 1_000_000,
     full_softmax: bool = False,
     slot_rows: bool = False,
-    rows: EpochRows | None = None,
     pair_labels: bool = True,
     pair_every: int = 1,
+    **where,
 ) -> tf.data.Dataset:
-    """An endless-enough dataset of feature dicts, starting at ``initial_epoch``.
+    """`triple_batches` of the plan these keywords describe, for use outside a run.
 
     Args:
         index: the graph.
         cfg: sampler settings; ``cfg.batch_size`` is the global batch.
+        full_softmax: positives only (1-vs-all training); with ``slot_rows`` also the dense
+            slot rows ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]`` (the pair
+            head's labels and ``--slot-weight``'s weights read them).
+        pair_labels: sampled batches carry the candidates' pair labels (False: a model with
+            no pair head does not read them).
+        pair_every: the pair labels of every n-th positive only (a pair head trained with
+            ``pair_every=n`` reads no others).
+        **where: ``seed``, ``initial_epoch``, ``initial_step``, ``epochs``, ``rows`` (`triple_batches`).
+    """
+    if full_softmax:
+        plan = BatchPlan.every_entity(cfg, slot_rows=slot_rows)
+    else:
+        plan = BatchPlan.sampled(cfg, pair_labels=pair_labels, pair_every=pair_every)
+    return triple_batches(index, plan, **where)
+
+
+def triple_batches(
+    index: KGIndex,
+    plan: BatchPlan,
+    *,
+    seed: int = 0,
+    initial_epoch: int = 0,
+    initial_step: int = 0,
+    epochs: int = 1_000_000,
+    rows: EpochRows | None = None,
+) -> tf.data.Dataset:
+    """An endless-enough dataset of ``plan``'s batches of training triples (sampled or 1-vs-all).
+
+    Args:
+        index: the graph.
+        plan: what each batch holds (`jobi_tf.batch_plan.BatchPlan`); its batch size is global.
         seed: run seed (epoch order and negatives).
         initial_epoch: first epoch to produce (resume starts here).
         initial_step: batches of ``initial_epoch`` to leave out (resume mid-epoch: every
             batch is a function of ``(seed, global step)``, so the rest is what an
             uninterrupted run would have seen).
         epochs: last epoch (exclusive).
-        full_softmax: positives only (1-vs-all training); with ``slot_rows`` also the dense
-            slot rows ``pair_labels_tail``/``pair_labels_head`` ``[B, num_entities]``.
-        slot_rows: add the dense slot rows (full softmax only): the pair head's labels and
-            ``--slot-weight``'s weights read them.
         rows: the training triples each epoch visits (default: all of them).
-        pair_labels: sampled batches carry the candidates' pair labels (False: a model with
-            no pair head does not read them).
-        pair_every: the pair labels of every n-th positive only (a pair head trained with
-            ``pair_every=n`` reads no others).
 
     Returns:
-        ``tf.data.Dataset`` of dicts (see `NegativeSampler.__call__`), ``steps_per_epoch``
-        batches per epoch, prefetched.
+        ``tf.data.Dataset`` of feature dicts (`jobi_tf.features`), ``steps_per_epoch``
+        batches per epoch, prefetched; its element spec is checked against ``plan``.
     """
-    batch = cfg.batch_size
+    batch = plan.sampler.batch_size
     steps = steps_per_epoch(index, batch, rows)
     train = tf.constant(index.train, tf.int32)
-    sampler = NegativeSampler(index, cfg, seed, pair_labels=pair_labels, pair_every=pair_every)
+    sampler = NegativeSampler.from_plan(index, plan, seed)
     visit = _epoch_pool(len(index.train), seed, rows)
 
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
@@ -157,13 +181,15 @@ def make_train_dataset(
 
     def to_features(step: tf.Tensor, chosen: tf.Tensor) -> dict[str, tf.Tensor]:
         triples = tf.gather(train, chosen)
-        if not full_softmax:
+        if plan.regime == SAMPLED:
             return sampler(triples, step)
-        if not slot_rows:
-            return {"triples": triples}
-        return {"triples": triples, **sampler.dense_pair_labels(triples)}
+        if F.PAIR_LABELS_TAIL not in plan.features():
+            return {F.TRIPLES: triples}
+        return {F.TRIPLES: triples, **sampler.dense_pair_labels(triples)}
 
-    return _epoch_stream(epoch_batches, to_features, initial_epoch, initial_step, epochs)
+    dataset = _epoch_stream(epoch_batches, to_features, initial_epoch, initial_step, epochs)
+    plan.check_batches(dataset.element_spec, index.num_entities)
+    return dataset
 
 
 def epoch_order(pool: tf.Tensor, seed: int, epoch, steps: int, batch: int) -> tf.Tensor:
@@ -240,34 +266,30 @@ def query_steps_per_epoch(queries: TrainingQueries, batch_size: int) -> int:
     return _full_batches(len(queries), batch_size, "distinct training queries")
 
 
-def make_query_dataset(
-    index: KGIndex,
-    cfg: SamplerConfig,
-    *,
-    joint: bool = False,
-    seed: int = 0,
-    initial_epoch: int = 0,
-    initial_step: int = 0,
-    epochs: int = 1_000_000,
+def make_query_dataset(index: KGIndex, cfg: SamplerConfig, *, joint: bool = False, **where) -> tf.data.Dataset:
+    """`query_batches` of the k-vs-all plan of ``cfg`` (with ``joint``, the slot rows too)."""
+    return query_batches(index, BatchPlan.queries(cfg, joint=joint), **where)
+
+
+def query_batches(
+    index: KGIndex, plan: BatchPlan, *, seed: int = 0, initial_epoch: int = 0, initial_step: int = 0, epochs=1_000_000
 ) -> tf.data.Dataset:
     """Batches of distinct training queries for k-vs-all training, shuffled each epoch.
 
     Each batch is a dict of ``triples`` int32 ``[B, 3]`` (see `TrainingQueries`),
     ``query_is_tail`` bool ``[B]`` and ``answer_labels`` float32 ``[B, E]`` (1 at every
-    training answer of the query, built in-graph from the answer lists); with ``joint``
-    also ``query_pair_labels`` float32 ``[B, E]``: the entities seen in the asked slot of
-    the query's relation (a pair label is 1 when both pairs occur, and the query's own
+    training answer of the query, built in-graph from the answer lists); with the plan's
+    ``query_pair_labels`` also those, float32 ``[B, E]``: the entities seen in the asked slot
+    of the query's relation (a pair label is 1 when both pairs occur, and the query's own
     pair always does). Epoch order is keyed on ``(seed, epoch)``, so a resumed run sees the
     same batches.
     """
     queries = TrainingQueries.from_index(index)
-    batch = cfg.batch_size
+    batch = plan.sampler.batch_size
     steps = query_steps_per_epoch(queries, batch)
-    triples = tf.constant(queries.triples)
-    is_tail = tf.constant(queries.is_tail)
-    offsets, answers = tf.constant(queries.offsets), tf.constant(queries.answers)
-    num_entities = index.num_entities
-    sampler = NegativeSampler(index, cfg, seed) if joint else None
+    answers = _answer_rows(queries, batch, index.num_entities)
+    triples, is_tail = tf.constant(queries.triples), tf.constant(queries.is_tail)
+    sampler = NegativeSampler.from_plan(index, plan, seed) if F.QUERY_PAIR_LABELS in plan.features() else None
 
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
         order = tf.random.experimental.stateless_shuffle(
@@ -277,18 +299,26 @@ def make_query_dataset(
         return tf.data.Dataset.from_tensor_slices(chosen)
 
     def to_features(chosen: tf.Tensor) -> dict[str, tf.Tensor]:
-        spans = tf.ragged.range(tf.gather(offsets, chosen), tf.gather(offsets, chosen + 1))
-        cells = tf.stack([spans.value_rowids(), tf.cast(tf.gather(answers, spans.flat_values), tf.int64)], axis=1)
-        labels = tf.scatter_nd(cells, tf.ones(tf.shape(cells)[:1]), tf.constant([batch, num_entities], tf.int64))
-        out = {
-            "triples": tf.gather(triples, chosen),
-            "query_is_tail": tf.gather(is_tail, chosen),
-            "answer_labels": labels,
-        }
+        out = {F.TRIPLES: tf.gather(triples, chosen), F.QUERY_IS_TAIL: tf.gather(is_tail, chosen)}
+        out[F.ANSWER_LABELS] = answers(chosen)
         if sampler is not None:
-            slots = sampler.dense_pair_labels(out["triples"])
-            side = out["query_is_tail"][:, None]
-            out["query_pair_labels"] = tf.where(side, slots["pair_labels_tail"], slots["pair_labels_head"])
+            slots = sampler.dense_pair_labels(out[F.TRIPLES])
+            side = out[F.QUERY_IS_TAIL][:, None]
+            out[F.QUERY_PAIR_LABELS] = tf.where(side, slots[F.PAIR_LABELS_TAIL], slots[F.PAIR_LABELS_HEAD])
         return out
 
-    return _epoch_stream(epoch_batches, to_features, initial_epoch, initial_step, epochs)
+    dataset = _epoch_stream(epoch_batches, to_features, initial_epoch, initial_step, epochs)
+    plan.check_batches(dataset.element_spec, index.num_entities)
+    return dataset
+
+
+def _answer_rows(queries: TrainingQueries, batch: int, num_entities: int):
+    """``chosen -> float32 [batch, E]``: 1 at every training answer of each chosen query."""
+    offsets, answers = tf.constant(queries.offsets), tf.constant(queries.answers)
+
+    def rows(chosen: tf.Tensor) -> tf.Tensor:
+        spans = tf.ragged.range(tf.gather(offsets, chosen), tf.gather(offsets, chosen + 1))
+        cells = tf.stack([spans.value_rowids(), tf.cast(tf.gather(answers, spans.flat_values), tf.int64)], axis=1)
+        return tf.scatter_nd(cells, tf.ones(tf.shape(cells)[:1]), tf.constant([batch, num_entities], tf.int64))
+
+    return rows

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import tensorflow as tf
 
+from jobi_tf import features as F
+
 if TYPE_CHECKING:
     from jobi_tf.models.scorers import Scorer
 
@@ -90,7 +92,7 @@ class ScoredBatch:
         self.riders = tuple(riders)
         self.features = features
         self._read_rows = dict(read or {})
-        self.head_q, self.tail_q, self.rows = model.queries(features["triples"], heads)
+        self.head_q, self.tail_q, self.rows = model.queries(features[F.TRIPLES], heads)
         if self.riders and self.head_q.shape[1] != 1:
             raise ValueError(f"riders need one stacked head, not {self.head_q.shape[1]}. Received: riders={riders!r}")
         self.relation_rows = [self.rows["relation"]]  # what the positive's scores used (`Factors`)
@@ -143,7 +145,7 @@ class ScoredBatch:
         """``[B, S, E]``: every entity scored for each row's one query (k-vs-all batches: the
         tail query where ``query_is_tail``, else the head query), one matmul per row."""
         if self._query is None:
-            side = self.features["query_is_tail"][:, None, None]
+            side = self.features[F.QUERY_IS_TAIL][:, None, None]
             self._query = self._every_entity(tf.where(side, self.tail_q, self.head_q))
             self._both_directions_used()
         return self._query
@@ -178,7 +180,7 @@ class ScoredBatch:
         """Score this batch's candidates and its riders' (`sampled_rows`), chunks together."""
         members = [self] + [self._strided_batch(head, every) for head, every in self.riders]
         parts = [member._own_scores() for member in members]  # the positive, per-triple candidates
-        for key, side_key in (("chunk_candidates", "chunk_corrupt_tail"), ("shared_candidates", "shared_corrupt_tail")):
+        for key, side_key in ((F.CHUNK_CANDIDATES, F.CHUNK_CORRUPT_TAIL), (F.SHARED_CANDIDATES, F.SHARED_CORRUPT_TAIL)):
             if key in self.features:
                 chunk_scores = self._score_chunks(self._rows(key), side_key, members)
                 for own, scores in zip(parts, chunk_scores, strict=True):
@@ -201,7 +203,7 @@ class ScoredBatch:
         pos = tf.reduce_sum(tail_q * rows["tail"][:, None, :], -1)  # [B, S]
         # With one corrupted side per positive, pick that side's query once and score every
         # candidate with it; otherwise score each candidate both ways and select per candidate.
-        one_side = features.get("positive_corrupt_tail")
+        one_side = features.get(F.POSITIVE_CORRUPT_TAIL)
         if one_side is not None:
             query = tf.where(one_side[:, None, None], tail_q, head_q)
         if model.reciprocal:
@@ -212,13 +214,13 @@ class ScoredBatch:
             pos = tf.reduce_sum(query * other[:, None, :], -1)
             self.relation_rows = [tf.where(one_side[:, None], rows["relation"], rows["inverse"])]
         parts = [pos[:, :, None]]
-        if "candidates" in features:
-            cand = self._rows("candidates")  # [B, K_b, W]
+        if F.CANDIDATES in features:
+            cand = self._rows(F.CANDIDATES)  # [B, K_b, W]
             if one_side is not None:
                 parts.append(score(query, cand))
             else:
                 by_tail, by_head = score(tail_q, cand), score(head_q, cand)
-                parts.append(tf.where(features["corrupt_tail"][:, None, :], by_tail, by_head))
+                parts.append(tf.where(features[F.CORRUPT_TAIL][:, None, :], by_tail, by_head))
             self.candidate_rows.append(cand)
         return parts
 
@@ -246,7 +248,7 @@ class ScoredBatch:
         def by_chunk(x: tf.Tensor) -> tf.Tensor:  # [B_m, ...] -> [G, B_m / G, ...]
             return tf.reshape(x, tf.concat([[groups, -1], tf.shape(x)[1:]], 0))
 
-        score, one_side = self.model.scorer.score_candidates, "positive_corrupt_tail" in self.features
+        score, one_side = self.model.scorer.score_candidates, F.POSITIVE_CORRUPT_TAIL in self.features
 
         def scored(queries: list[tf.Tensor]) -> list[tf.Tensor]:  # one product for every member's rows
             blocks = [by_chunk(q) for q in queries]  # [G, C_m, S, W]
@@ -257,7 +259,7 @@ class ScoredBatch:
 
         if one_side:  # (the side's query taken again here: the gradients sum as they always did)
             pieces = scored(
-                [tf.where(m.features["positive_corrupt_tail"][:, None, None], m.tail_q, m.head_q) for m in members]
+                [tf.where(m.features[F.POSITIVE_CORRUPT_TAIL][:, None, None], m.tail_q, m.head_q) for m in members]
             )
         else:
             by_head, by_tail = scored([m.head_q for m in members]), scored([m.tail_q for m in members])
@@ -268,14 +270,19 @@ class ScoredBatch:
         return [tf.reshape(p, tf.concat([[-1], tf.shape(p)[2:]], 0)) for p in pieces]
 
 
-#: Sampler features with one row per chunk of positives, not per positive
-#: (`jobi_tf.negatives.NegativeSampler`).
-CHUNK_FEATURES = ("shared_candidates", "chunk_candidates")
+#: Sampler features with one row per chunk or run of positives, not per positive
+#: (`jobi_tf.features`: their ``rows``).
+CHUNK_FEATURES = tuple(f for f in F.FEATURES.values() if f.rows in (F.CHUNK, F.BIASED_RUN))
 
 
 def every_nth_positive(features: dict[str, tf.Tensor], every: int) -> dict[str, tf.Tensor]:
     """What scoring reads of positives 0, every, 2 every, ... of a sampled batch: per-positive
     features strided, per-chunk ones (`CHUNK_FEATURES`) kept whole, so each kept positive
-    still reads its chunk's candidates when ``every`` divides the chunk size (``pair_labels``,
-    drawn for those positives only, is left out: scores do not read labels)."""
-    return {k: v if k in CHUNK_FEATURES else v[::every] for k, v in features.items() if k != "pair_labels"}
+    still reads its chunk's candidates when ``every`` divides the chunk size (the pair head's
+    rows, ``pair_labels``, are left out: scores do not read labels)."""
+    kept = {}
+    for key, value in features.items():
+        rows = F.FEATURES[key].rows if key in F.FEATURES else F.POSITIVE
+        if rows != F.PAIR_ROW:
+            kept[key] = value if rows in (F.CHUNK, F.BIASED_RUN) else value[::every]
+    return kept

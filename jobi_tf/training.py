@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ import tensorflow as tf
 
 from jobi_tf import ps_training, regimes, stalls, summaries
 from jobi_tf.atomic import write_json_atomic
+from jobi_tf.batch_plan import BatchPlan
 from jobi_tf.callbacks import (
     EvaluationCallback,
     LoopState,
@@ -35,18 +35,17 @@ from jobi_tf.callbacks import (
     stop_on_signals,
 )
 from jobi_tf.checkpoints import load_checkpoint, load_weights, save_weights
-from jobi_tf.config import RunConfig
+from jobi_tf.config import RunConfig, checks
 from jobi_tf.data.index import KGIndex
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.distribute import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
-from jobi_tf.errors import ConfigError, TrainingStopped
+from jobi_tf.errors import TrainingStopped
 from jobi_tf.evaluation import FilteredEvaluator
 from jobi_tf.fitting import fit_what_is_left, keras_fit
 from jobi_tf.growth import carry_over, plan_growth
 from jobi_tf.loading import load_index
 from jobi_tf.models import JoBiModel
-from jobi_tf.models.scorers import get_scorer
-from jobi_tf.optimizers import choose_optimizer, slot_floats
+from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.rng import caller_random_state_kept
 from jobi_tf.runlock import RunLock
@@ -120,27 +119,22 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     folder = RunFolder(run_dir)
     if strategy is None:
         if cfg.distribute.strategy == "parameter-server":
-            ps_training.check_config(cfg)
+            checks.check_parameter_server(cfg)
             if ps_training.serves_only():  # a ps or worker task: serve until the cluster is done
                 ps_training.serve()
         configure_devices(cfg.distribute.logical_cpus or None)
         strategy = make_strategy(cfg.distribute.strategy, cfg.distribute.gpus)
     sharded = ps_training.is_parameter_server(strategy)
-    if sharded:
-        ps_training.check_config(cfg)
-    regimes.check(cfg)
+    checks.check(cfg)  # the settings as given
     # The settings left to the run (None, "auto") are chosen now, so config.json says what ran.
     cfg = _resolve_matmul_dtype(regimes.resolve(cfg, num_replicas(strategy)))
-    regimes.check(cfg)  # the chosen values too
+    checks.check_run(cfg, num_replicas(strategy), sharded)  # the chosen values, where they train
     _check_matmul_dtype(cfg)  # at startup, before the data load
-    _check_batch_splits(cfg, num_replicas(strategy))
-    if cfg.train.steps_per_execution > 1 and num_replicas(strategy) > 1:  # TensorFlow 2.21 fails in that loop
-        raise ConfigError("steps_per_execution", "must be 1 with several replicas (--strategy mirrored/multi-worker)")
     chief = is_chief(strategy)
     entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
     cfg = _resolve_optimizer(cfg, index.num_entities, sharded)
     if not sharded:  # sharded tables live on the parameter servers, not here
-        _check_memory(cfg, index)
+        checks.check_memory(cfg, index.num_entities, index.num_relations)
     # Before anything is written: a source run that does not fit is refused on an empty --out.
     growth = (
         plan_growth(cfg, run_dir, entities, relations, index) if cfg.train.init_from and not folder.finished else None
@@ -163,10 +157,11 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     """
     folder = RunFolder(run_dir)
     rows = EpochRows.with_replay(growth.new_triples, growth.old_triples, cfg.train.replay) if growth else None
-    regime = regimes.regime_of(cfg.train.loss)
-    steps = regime.steps(index, cfg, rows)
+    regime, plan = regimes.regime_of(cfg.train.loss), BatchPlan.from_config(cfg)
+    steps = regime.steps(index, plan, rows)
     keras.utils.set_random_seed(cfg.seed)
     model, optimizer, trainer, state = _build_or_restore(cfg, run_dir, index, strategy, growth)
+    plan.check_model(model)  # the batches and the model agree before the first step
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
     if chief:
         summaries.write_hparams(folder.tensorboard, cfg)
@@ -179,10 +174,9 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         if trainer is not None:
             trainer.fit(last_epoch, first_epoch, first_step, callbacks, verbose)
             return
-        reads = {f for o in model.objectives for f in o.features}
 
         def batches(**where) -> tf.data.Dataset:
-            return regime.dataset(index, cfg, reads, rows=rows, seed=cfg.seed, **where)
+            return regime.dataset(index, plan, rows=rows, seed=cfg.seed, **where)
 
         keras_fit(model, batches, steps, cfg, callbacks, verbose, (first_epoch, first_step, last_epoch))
 
@@ -275,33 +269,6 @@ def _raise_if_stopped(run_dir: Path, model, state: LoopState, guard: StopGuard, 
         )
 
 
-def _check_memory(cfg: RunConfig, index: KGIndex) -> None:
-    """Refuse a model whose tables cannot fit this machine's memory, before allocating them.
-
-    Why: ``--dim 1e9`` would otherwise end in an out-of-memory kill or a TensorFlow
-    traceback. Counted: the entity and relation tables and the optimizer's state
-    (`jobi_tf.optimizers.slot_floats`), float32.
-    """
-    scorer = get_scorer(cfg.model.model)
-    relation_tables = (2 if cfg.model.joint else 1) * (2 if cfg.model.reciprocal else 1)
-    entity = (index.num_entities, scorer.entity_width(cfg.model.dim))
-    relation = (relation_tables * index.num_relations, scorer.relation_width(cfg.model.dim))
-    name = cfg.train.optimizer
-    floats = entity[0] * entity[1] + slot_floats(name, *entity, entity_table=True)
-    floats += relation[0] * relation[1] + slot_floats(name, *relation, entity_table=False)
-    need = 4 * floats
-    try:
-        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return
-    if need > have:
-        raise ConfigError(
-            "dim",
-            f"the tables and optimizer slots of {index.num_entities} entities at --dim {cfg.model.dim} need "
-            f"{need / 2**30:.1f} GiB, more than this machine's {have / 2**30:.1f} GiB",
-        )
-
-
 def _resolve_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> RunConfig:
     """``cfg`` with ``--matmul-dtype auto`` replaced by its choice (logged in one line)."""
     if cfg.train.matmul_dtype != "auto":
@@ -341,23 +308,6 @@ def _jit_compile(cfg: RunConfig, strategy: tf.distribute.Strategy) -> bool:
         logger.info("XLA is off under %d replicas (--strategy %s)", num_replicas(strategy), cfg.distribute.strategy)
         return False
     return cfg.train.jit_compile
-
-
-def _check_batch_splits(cfg: RunConfig, replicas: int) -> None:
-    """Each replica must get an equal slice of the batch (and whole chunks of shared negatives).
-
-    Why: each replica averages its own slice's loss and the strategy sums the replicas'
-    gradients, which equals the global batch's mean only for equal slices; shared
-    negatives come one row per chunk of C positives, and a slice must hold whole chunks.
-    """
-    if replicas == 1:
-        return
-    unit = replicas * max(cfg.sampler.shared_negatives, 1)
-    if cfg.sampler.batch_size % unit:
-        what = f"{replicas} replicas"
-        if cfg.sampler.shared_negatives:
-            what += f" x --shared-negatives {cfg.sampler.shared_negatives}"
-        raise ConfigError("batch_size", f"must be a multiple of {unit} ({what}). Received: {cfg.sampler.batch_size}")
 
 
 def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state: LoopState, cfg: RunConfig) -> dict:

@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from jobi_tf.config import RunConfig, SamplerConfig
+from jobi_tf.config import RunConfig, SamplerConfig, with_settings
+from jobi_tf.config.checks import check_placement
 from jobi_tf.distribute import configure_devices, is_chief, make_strategy
 from jobi_tf.errors import ConfigError, JobiError
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import make_optimizer
 from jobi_tf.sampling import make_train_dataset
-from jobi_tf.training import _check_batch_splits
 
 
-def _batch(index, shared_negatives: int, pair_every: int = 1) -> dict[str, np.ndarray]:
-    cfg = SamplerConfig(batch_size=8, neg=6, p=0.5, shared_negatives=shared_negatives)
+def _batch(index, shared_negatives: int, pair_every: int = 1, biased_chunk: int = 0) -> dict[str, np.ndarray]:
+    cfg = SamplerConfig(batch_size=8, neg=6, p=0.5, shared_negatives=shared_negatives, biased_chunk=biased_chunk)
     return next(iter(make_train_dataset(index, cfg, seed=1, pair_every=pair_every)))
 
 
@@ -49,26 +49,29 @@ def _model(index, loss: str, pair_every: int = 1) -> JoBiModel:
 
 
 @pytest.mark.parametrize(
-    "optimizer,shared,loss,pair_every",
+    "optimizer,shared,loss,pair_every,biased_chunk",
     [
-        ("adam", 0, "sampled-softmax", 1),
-        ("lazy-adam", 0, "sampled-softmax", 1),
-        ("lazy-adam", 4, "sampled-softmax", 1),
-        ("lazy-adam", 4, "sampled-softmax", 2),  # each replica's every 2nd positive: the same rows
-        ("adagrad", 0, "sampled-softmax", 1),
-        ("adagrad", 0, "full-softmax", 1),
-        ("row-adagrad", 0, "sampled-softmax", 1),
-        ("row-adagrad", 0, "full-softmax", 1),
+        ("adam", 0, "sampled-softmax", 1, 0),
+        ("lazy-adam", 0, "sampled-softmax", 1, 0),
+        ("lazy-adam", 4, "sampled-softmax", 1, 0),
+        ("lazy-adam", 4, "sampled-softmax", 2, 0),  # each replica's every 2nd positive: the same rows
+        ("lazy-adam", 4, "sampled-softmax", 2, 2),  # and each replica's runs of 2 share their biased negatives
+        ("adam", 0, "sampled-softmax", 2, 0),  # per triple: the pair rows split with their positives
+        ("adagrad", 0, "sampled-softmax", 1, 0),
+        ("adagrad", 0, "full-softmax", 1, 0),
+        ("row-adagrad", 0, "sampled-softmax", 1, 0),
+        ("row-adagrad", 0, "full-softmax", 1, 0),
     ],
 )
 def test_mirrored_step_with_two_replicas_equals_single_device_step(
-    small_typed_index, mirrored, optimizer, shared, loss, pair_every
+    small_typed_index, mirrored, optimizer, shared, loss, pair_every, biased_chunk
 ):
     """Same initial weights, same global batch (negatives fixed): the 2-replica step (each
     replica gets half the batch; gradients summed across replicas, sparse ones gathered)
     leaves the weights and optimizer slots the single-device step leaves."""
     assert mirrored.num_replicas_in_sync == 2
-    batch = _batch(small_typed_index, shared, pair_every)
+    batch = _batch(small_typed_index, shared, pair_every, biased_chunk)
+    assert ("chunk_candidates" in batch) == bool(biased_chunk)
     if loss == "full-softmax":
         batch = {"triples": batch["triples"]}
     weights = [w.copy() for w in _model(small_typed_index, loss, pair_every).get_weights()]
@@ -115,11 +118,11 @@ def test_logical_cpus_cannot_change_once_tensorflow_started(monkeypatch):
 
 
 def test_batch_must_split_evenly_into_replicas_and_shared_chunks():
-    _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=8, shared_negatives=0)), 2)
+    check_placement(RunConfig(sampler=SamplerConfig(batch_size=8, shared_negatives=0)), 2)
     with pytest.raises(ConfigError, match=r"--batch-size: must be a multiple of 2 \(2 replicas\)"):
-        _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=9, shared_negatives=0)), 2)
+        check_placement(RunConfig(sampler=SamplerConfig(batch_size=9, shared_negatives=0)), 2)
     with pytest.raises(ConfigError, match=r"multiple of 8 \(2 replicas x --shared-negatives 4\)"):
-        _check_batch_splits(RunConfig(sampler=SamplerConfig(batch_size=12, shared_negatives=4)), 2)
+        check_placement(RunConfig(sampler=SamplerConfig(batch_size=12, shared_negatives=4)), 2)
 
 
 def test_shared_negatives_left_to_the_run_are_each_replicas_batch():
@@ -127,11 +130,42 @@ def test_shared_negatives_left_to_the_run_are_each_replicas_batch():
 
     two = regimes.resolve(RunConfig(sampler=SamplerConfig(batch_size=1000, p=0.3)), replicas=2)
     assert (two.sampler.shared_negatives, two.sampler.biased_chunk) == (500, 10)
-    _check_batch_splits(two, 2)
+    check_placement(two, 2)
     odd = regimes.resolve(RunConfig(sampler=SamplerConfig(batch_size=9)), replicas=2)
     assert odd.sampler.shared_negatives == 0  # no equal slices: refused below, naming the batch
     with pytest.raises(ConfigError, match=r"--batch-size: must be a multiple of 2 \(2 replicas\)"):
-        _check_batch_splits(odd, 2)
+        check_placement(odd, 2)
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        # 60 positives in runs of 20 split into 2 slices of 30: a run would straddle the replicas.
+        (
+            {"batch_size": 60, "shared_negatives": 30, "p": 0.5, "biased_chunk": 20},
+            r"multiple of 40 \(2 replicas x --biased-chunk 20\)",
+        ),
+        # Per triple, the pair labels of every 4th positive: 6 rows split into 2 slices of 3.
+        (
+            {"batch_size": 12, "shared_negatives": 0, "joint": True, "pair_every": 4},
+            r"multiple of 8 \(2 replicas x --pair-every 4\)",
+        ),
+        ({"batch_size": 12, "shared_negatives": 4}, r"multiple of 8 \(2 replicas x --shared-negatives 4\)"),
+        ({"batch_size": 8, "steps_per_execution": 4}, r"--steps-per-execution: must be 1 with several replicas"),
+    ],
+)
+def test_replicas_refuse_slices_that_split_a_group_of_positives(settings, says):
+    """Every feature with a row per group of positives must split with its positives."""
+    cfg = with_settings(RunConfig(), {"biased_chunk": 0, **settings})
+    with pytest.raises(ConfigError, match=says) as caught:
+        check_placement(cfg, 2)
+    assert "\n" not in str(caught.value)
+    check_placement(cfg, 1)  # one device: nothing to split
+
+
+def test_replicas_accept_slices_of_whole_groups():
+    cfg = with_settings(RunConfig(), {"batch_size": 80, "shared_negatives": 40, "p": 0.5, "biased_chunk": 20})
+    check_placement(with_settings(cfg, {"joint": True, "pair_every": 4}), 2)
 
 
 def test_a_lone_process_is_the_chief(mirrored):
@@ -157,3 +191,25 @@ def test_train_runs_under_the_mirrored_strategy_and_writes_its_run_folder(tmp_pa
     with pytest.raises(ConfigError, match="--batch-size: must be a multiple of 2"):
         train(odd, tmp_path / "odd", verbose=0, strategy=mirrored)
     assert not (tmp_path / "odd").exists()  # refused before anything was written
+
+
+def test_train_runs_mirrored_with_biased_chunks_and_pair_every_or_refuses_in_one_line(tmp_path, mirrored):
+    """A mirrored JoBi run whose replicas each get whole runs of biased negatives and whole
+    pair rows trains; one whose runs straddle the replicas is refused before anything is written."""
+    from jobi_tf.config import DataConfig, DistributeConfig, TrainConfig
+    from jobi_tf.training import train
+
+    data = DataConfig(dataset="synthetic", synthetic_entities=200, synthetic_relations=6, synthetic_triples=2000)
+    cfg = with_settings(
+        RunConfig(data=data, distribute=DistributeConfig(strategy="mirrored"), train=TrainConfig(epochs=1)),
+        {"batch_size": 100, "neg": 8, "p": 0.5, "shared_negatives": 50, "biased_chunk": 10},
+    )
+    cfg = with_settings(cfg, {"joint": True, "pair_every": 5})
+    result = train(cfg, tmp_path / "run", verbose=0, strategy=mirrored)
+    assert result.metrics["epochs"] == 1 and 0 < result.metrics["test"]["mrr"] <= 1
+    assert np.isfinite(result.metrics["history"][0]["loss"]) and "pair_loss" in result.metrics["history"][0]
+    straddling = with_settings(cfg, {"biased_chunk": 20, "shared_negatives": 50, "pair_every": 2})
+    with pytest.raises(ConfigError, match=r"^--batch-size: .*2 replicas x --biased-chunk 20") as caught:
+        train(straddling, tmp_path / "straddling", verbose=0, strategy=mirrored)
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "straddling").exists()

@@ -386,7 +386,7 @@ def test_the_memory_guard_counts_one_accumulator_per_entity_row_for_row_adagrad(
     table (1.6 MB in all), row-adagrad's add 4 KB (0.8 MB): a 1.2 MB machine fits only the latter."""
     from types import SimpleNamespace
 
-    from jobi_tf.training import _check_memory
+    from jobi_tf.config.checks import check_memory
 
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 1_200_000 // 4096}
     monkeypatch.setattr("os.sysconf", lambda name: pages[name])
@@ -396,5 +396,5 @@ def test_the_memory_guard_counts_one_accumulator_per_entity_row_for_row_adagrad(
         return RunConfig(model=ModelConfig(model="complex", dim=100), train=TrainConfig(optimizer=optimizer))
 
     with pytest.raises(ConfigError, match="--dim: .*need 0.0 GiB"):
-        _check_memory(cfg("adagrad"), index)
-    _check_memory(cfg("row-adagrad"), index)
+        check_memory(cfg("adagrad"), index.num_entities, index.num_relations)
+    check_memory(cfg("row-adagrad"), index.num_entities, index.num_relations)

@@ -25,8 +25,12 @@ class SamplerConfig:
     Attributes:
         batch_size: positives per step (global, across replicas).
         neg: negatives per positive.
-        p: probability that a negative's replacement entity comes from the relation's
-            training heads/tails instead of all entities (0 = uniform negatives).
+        p: the share of negatives whose replacement entity comes from the relation's
+            training heads/tails instead of all entities (0 = uniform negatives). Per triple
+            (``shared_negatives=0``) each negative is biased with probability ``p``; with
+            shared negatives exactly ``round(p * neg)`` of each positive's are (its own, or its
+            run's), the rest shared: `jobi_tf.batch_plan.BatchPlan.biased_chance` and
+            ``biased_count`` name the two.
         shared_negatives: 0 for per-triple negatives (the paper's semantics); C > 0 shares
             the uniform negatives within chunks of C positives, which turns the scoring of
             those negatives into a matmul (biased ones too with ``biased_chunk``). None
@@ -51,7 +55,11 @@ class SamplerConfig:
 
     batch_size: int = setting(1000, "Positive triples per step.")
     neg: int = setting(100, "Negatives per positive.")
-    p: float = setting(0.0, "Probability of drawing a negative from the relation's training heads/tails (biased).")
+    p: float = setting(
+        0.0,
+        "Share of negatives drawn from the relation's training heads/tails (biased): each negative's chance per "
+        "triple, exactly round(p x neg) per positive with shared negatives.",
+    )
     shared_negatives: int | None = setting(
         None,
         "Share the uniform negatives within chunks of C positives (0 = per triple, the paper's). "

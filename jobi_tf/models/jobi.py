@@ -12,27 +12,26 @@ the regularizer's penalty goes through ``add_loss``. Keras's ``train_step`` is k
 
 from __future__ import annotations
 
-import functools
-
 import keras
 import tensorflow as tf
 
+from jobi_tf import features as F
 from jobi_tf import losses, regularizers
+from jobi_tf.batch_plan import reads_of
 from jobi_tf.config import MATMUL_DTYPES
 from jobi_tf.models.base import DistributedModel
 from jobi_tf.models.scorers import Scorer, get_scorer
-from jobi_tf.models.tables import Queries, make_tables, rows
+from jobi_tf.models.tables import TableQueries, make_tables
 from jobi_tf.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
 from jobi_tf.regularizers import Regularizer
 from jobi_tf.scored_batch import ScoredBatch
 from jobi_tf.sharding import ShardedTable
-from jobi_tf.types import HEAD, PAIR_HEAD, RELATION, TAIL, TRIPLE_HEAD
 
 __all__ = ["JoBiModel"]
 
 
 @keras.saving.register_keras_serializable(package="jobi_tf")
-class JoBiModel(DistributedModel):
+class JoBiModel(TableQueries, DistributedModel):
     """Bilinear KG embedding model with JoBi's pair head.
 
     Args:
@@ -113,9 +112,8 @@ class JoBiModel(DistributedModel):
         self.relation_prediction, self.matmul_dtype = relation_prediction, matmul_dtype
         self.objective = losses.get(loss, label_smoothing=label_smoothing, slot_weight=slot_weight)
         self.loss_kind = losses.name_of(self.objective)
-        # The pair head scores the same candidates as the triple head (its regime's).
-        if pair_every < 1 or (pair_every > 1 and self.objective.regime != SAMPLED):
-            raise ValueError(f"pair_every must be >= 1, and 1 unless the loss is sampled. Received: {pair_every!r}")
+        # The pair head scores the same candidates as the triple head (its regime's); PairBCE
+        # refuses an ``every`` its regime cannot thin, and a run's checks name the flag.
         self.pair_every = pair_every
         self.pair_objective = PairBCE(regime=self.objective.regime, every=pair_every) if joint else None
         self.relation_objective = RelationPrediction() if relation_prediction else None
@@ -184,83 +182,6 @@ class JoBiModel(DistributedModel):
             **placement,
         )
 
-    # -- queries of the triple head (evaluation and export use only these) ---------------
-    @property
-    def triple_queries(self) -> Queries:
-        """The triple head's queries (evaluation and export rank with these)."""
-        return self._queries(self.triple_relations)
-
-    @property
-    def pair_queries(self) -> Queries:
-        """The pair head's queries: their dot with an entity's row is the logit that it fits
-        the asked slot (``joint`` only)."""
-        if self.pair_relations is None:
-            raise ValueError("this model has no pair head (joint=False)")
-        return self._queries(self.pair_relations)
-
-    def _queries(self, relation_table) -> Queries:
-        relation_rows = functools.partial(rows, relation_table)
-        return Queries(self.scorer, self.entity_rows, relation_rows, self.num_relations, self.reciprocal)
-
-    def tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
-        """``[B, W]`` queries whose dot with ``entity_embeddings[t]`` is ``s_tri(h, r, t)``."""
-        return self.triple_queries.tail(heads, relations)
-
-    def head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
-        """``[B, W]`` queries whose dot with ``entity_embeddings[h]`` scores ``h`` as the head:
-        ``s_tri(h, r, t)``, or with ``reciprocal`` ``s_tri(t, r⁻¹, h)``."""
-        return self.triple_queries.head(relations, tails)
-
-    def pair_tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
-        """``[B, W]`` pair-head queries for the tail slot (``joint`` only)."""
-        return self.pair_queries.tail(heads, relations)
-
-    def pair_head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
-        """``[B, W]`` pair-head queries for the head slot (``joint`` only)."""
-        return self.pair_queries.head(relations, tails)
-
-    def score_triples(self, triples: tf.Tensor) -> tf.Tensor:
-        """``[B]`` triple-head scores of int ``[B, 3]`` triples (the forward relation's, with
-        ``reciprocal``: what ranks tails)."""
-        head, tail = self.entity_rows(triples[:, HEAD]), self.entity_rows(triples[:, TAIL])
-        return self.scorer.score(head, rows(self.triple_relations, triples[:, RELATION]), tail)
-
-    def entity_rows(self, ids: tf.Tensor) -> tf.Tensor:
-        """Rows ``ids`` of the entity table (a row gather, see `jobi_tf.models.tables.rows`)."""
-        return rows(self.entity_embeddings, ids)
-
-    # -- training ------------------------------------------------------------------------
-    @property
-    def stacked_heads(self) -> tuple[int, ...]:
-        """The heads scored together on every positive (the pair head apart if ``pair_every > 1``)."""
-        return (TRIPLE_HEAD, PAIR_HEAD) if self.joint and self.pair_every == 1 else (TRIPLE_HEAD,)
-
-    @property
-    def strided_heads(self) -> tuple[tuple[int, int], ...]:  # (head, every): `ScoredBatch.sampled_rows`
-        return ((PAIR_HEAD, self.pair_every),) if self.joint and self.pair_every > 1 else ()
-
-    def queries(
-        self, triples: tf.Tensor, heads: tuple[int, ...] | None = None
-    ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
-        """Head and tail queries of ``heads`` (default `stacked_heads`), stacked: ``[B, S, W]`` twice.
-
-        Also returns the positive's rows ``head``, ``tail``, ``relation`` (the first head's)
-        and, with ``reciprocal``, ``inverse`` (for the score of the positive and the regularizer).
-        """
-        h, t = self.entity_rows(triples[:, HEAD]), self.entity_rows(triples[:, TAIL])
-        chosen = self.stacked_heads if heads is None else heads
-        heads = [self.pair_queries if i == PAIR_HEAD else self.triple_queries for i in chosen]
-        relations = triples[:, RELATION]
-        forward = [q.relation_rows(relations) for q in heads]
-        tail_q = tf.stack([self.scorer.tail_query(h, r) for r in forward], axis=1)
-        used = {"head": h, "tail": t, "relation": forward[0]}
-        backward = forward
-        if self.reciprocal:  # head queries read the inverse rows
-            backward = [q.relation_rows(q.head_relation_ids(relations)) for q in heads]
-            used["inverse"] = backward[0]
-        head_q = tf.stack([q.head_from_rows(r, t) for q, r in zip(heads, backward, strict=True)], axis=1)
-        return head_q, tail_q, used
-
     @property
     def objectives(self) -> list[Objective]:
         """One objective per head in use (the triple head's, then the pair head's), then the
@@ -295,13 +216,24 @@ class JoBiModel(DistributedModel):
         return out, penalty
 
     def _check_features(self, features: dict[str, tf.Tensor]) -> None:
-        missing = sorted({"triples", *(f for o in self.objectives for f in o.features)} - set(features))
+        """The features the objectives read are there, and the pair labels have one row per pair
+        positive: a batch built by hand is refused here, at its first call, not in the loss (a
+        run's batches and model are checked against its `jobi_tf.batch_plan.BatchPlan` before)."""
+        missing = sorted({F.TRIPLES, *reads_of(self.objectives)} - set(features))
         if missing:
             raise ValueError(
                 f"the model's objectives ({', '.join(type(o).__name__ for o in self.objectives)}) read features "
                 f"{missing} that the input lacks: train on batches from jobi_tf.sampling.make_train_dataset, "
                 "or pass an int [B, 3] tensor of triples to score them"
             )
+        labels, batch = features.get(F.PAIR_LABELS), features[F.TRIPLES].shape[0]
+        if self.joint and labels is not None and None not in (labels.shape[0], batch):
+            if labels.shape[0] * self.pair_every != batch:
+                raise ValueError(
+                    f"pair_labels has {labels.shape[0]} rows for the pair head's {batch // self.pair_every} positives "
+                    f"(every {self.pair_every}): build the batches with make_train_dataset(..., "
+                    f"pair_every={self.pair_every})"
+                )
 
     def loss_terms(self, features: dict[str, tf.Tensor], logits: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         """Each objective's loss, unweighted: ``triple_loss``, and ``pair_loss`` (``joint``) and

@@ -10,6 +10,7 @@ the SavedModel (`jobi_tf.export`) rank with the same expressions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 
@@ -18,8 +19,9 @@ import tensorflow as tf
 
 from jobi_tf.models.scorers import Scorer
 from jobi_tf.sharding import ShardedTable, glorot_blocks
+from jobi_tf.types import HEAD, PAIR_HEAD, RELATION, TAIL, TRIPLE_HEAD
 
-__all__ = ["Queries", "rows", "make_tables", "initializer", "pair_score_threshold"]
+__all__ = ["Queries", "TableQueries", "rows", "make_tables", "initializer", "pair_score_threshold"]
 
 
 def rows(table: keras.Variable | ShardedTable, ids: tf.Tensor) -> tf.Tensor:
@@ -74,6 +76,92 @@ class Queries:
         if self.reciprocal:
             return self.scorer.tail_query(tail_rows, relation_rows)
         return self.scorer.head_query(relation_rows, tail_rows)
+
+
+class TableQueries:
+    """The queries and rows of a model holding an entity table and one relation table per head.
+
+    A mixin of `jobi_tf.models.JoBiModel`: it reads the model's ``scorer``, ``num_relations``,
+    ``reciprocal``, ``joint``, ``pair_every``, ``entity_embeddings``, ``triple_relations`` and
+    ``pair_relations`` (None without the pair head). Evaluation and export use only the
+    triple head's queries; training stacks the heads' (`queries`).
+    """
+
+    @property
+    def triple_queries(self) -> Queries:
+        """The triple head's queries (evaluation and export rank with these)."""
+        return self._queries(self.triple_relations)
+
+    @property
+    def pair_queries(self) -> Queries:
+        """The pair head's queries: their dot with an entity's row is the logit that it fits
+        the asked slot (``joint`` only)."""
+        if self.pair_relations is None:
+            raise ValueError("this model has no pair head (joint=False)")
+        return self._queries(self.pair_relations)
+
+    def _queries(self, relation_table) -> Queries:
+        relation_rows = functools.partial(rows, relation_table)
+        return Queries(self.scorer, self.entity_rows, relation_rows, self.num_relations, self.reciprocal)
+
+    def tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
+        """``[B, W]`` queries whose dot with ``entity_embeddings[t]`` is ``s_tri(h, r, t)``."""
+        return self.triple_queries.tail(heads, relations)
+
+    def head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
+        """``[B, W]`` queries whose dot with ``entity_embeddings[h]`` scores ``h`` as the head:
+        ``s_tri(h, r, t)``, or with ``reciprocal`` ``s_tri(t, r⁻¹, h)``."""
+        return self.triple_queries.head(relations, tails)
+
+    def pair_tail_queries(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
+        """``[B, W]`` pair-head queries for the tail slot (``joint`` only)."""
+        return self.pair_queries.tail(heads, relations)
+
+    def pair_head_queries(self, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
+        """``[B, W]`` pair-head queries for the head slot (``joint`` only)."""
+        return self.pair_queries.head(relations, tails)
+
+    def score_triples(self, triples: tf.Tensor) -> tf.Tensor:
+        """``[B]`` triple-head scores of int ``[B, 3]`` triples (the forward relation's, with
+        ``reciprocal``: what ranks tails)."""
+        head, tail = self.entity_rows(triples[:, HEAD]), self.entity_rows(triples[:, TAIL])
+        return self.scorer.score(head, rows(self.triple_relations, triples[:, RELATION]), tail)
+
+    def entity_rows(self, ids: tf.Tensor) -> tf.Tensor:
+        """Rows ``ids`` of the entity table (a row gather, see `jobi_tf.models.tables.rows`)."""
+        return rows(self.entity_embeddings, ids)
+
+    # -- training ------------------------------------------------------------------------
+    @property
+    def stacked_heads(self) -> tuple[int, ...]:
+        """The heads scored together on every positive (the pair head apart if ``pair_every > 1``)."""
+        return (TRIPLE_HEAD, PAIR_HEAD) if self.joint and self.pair_every == 1 else (TRIPLE_HEAD,)
+
+    @property
+    def strided_heads(self) -> tuple[tuple[int, int], ...]:  # (head, every): `ScoredBatch.sampled_rows`
+        return ((PAIR_HEAD, self.pair_every),) if self.joint and self.pair_every > 1 else ()
+
+    def queries(
+        self, triples: tf.Tensor, heads: tuple[int, ...] | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+        """Head and tail queries of ``heads`` (default `stacked_heads`), stacked: ``[B, S, W]`` twice.
+
+        Also returns the positive's rows ``head``, ``tail``, ``relation`` (the first head's)
+        and, with ``reciprocal``, ``inverse`` (for the score of the positive and the regularizer).
+        """
+        h, t = self.entity_rows(triples[:, HEAD]), self.entity_rows(triples[:, TAIL])
+        chosen = self.stacked_heads if heads is None else heads
+        heads = [self.pair_queries if i == PAIR_HEAD else self.triple_queries for i in chosen]
+        relations = triples[:, RELATION]
+        forward = [q.relation_rows(relations) for q in heads]
+        tail_q = tf.stack([self.scorer.tail_query(h, r) for r in forward], axis=1)
+        used = {"head": h, "tail": t, "relation": forward[0]}
+        backward = forward
+        if self.reciprocal:  # head queries read the inverse rows
+            backward = [q.relation_rows(q.head_relation_ids(relations)) for q in heads]
+            used["inverse"] = backward[0]
+        head_q = tf.stack([q.head_from_rows(r, t) for q, r in zip(heads, backward, strict=True)], axis=1)
+        return head_q, tail_q, used
 
 
 def pair_score_threshold(probability: tf.Tensor | float) -> tf.Tensor:

@@ -156,10 +156,10 @@ def test_pair_every_round_trips_through_the_config():
     assert JoBiModel.from_config(model.get_config()).pair_every == 4
 
 
-def test_the_model_refuses_pair_every_outside_sampled_training():
-    with pytest.raises(ValueError, match="pair_every"):
+def test_the_pair_head_refuses_pair_every_outside_sampled_training():
+    with pytest.raises(ValueError, match="every must be 1, or > 1 with sampled training only"):
         JoBiModel(E, R, dim=4, joint=True, pair_every=2, loss="full-softmax")
-    with pytest.raises(ValueError, match="pair_every"):
+    with pytest.raises(ValueError, match="every must be 1"):
         JoBiModel(E, R, dim=4, joint=True, pair_every=0)
 
 

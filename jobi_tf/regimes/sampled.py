@@ -1,0 +1,17 @@
+"""The positive against sampled (biased) negatives; an epoch visits every training triple once."""
+
+from __future__ import annotations
+
+from jobi_tf.objectives import SAMPLED
+from jobi_tf.regimes import Regime
+
+__all__ = ["Sampled", "REGIME"]
+
+
+class Sampled(Regime):
+    name = SAMPLED
+    options = ("pair_every",)
+    samples_negatives = True
+
+
+REGIME = Sampled
