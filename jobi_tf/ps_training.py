@@ -224,7 +224,8 @@ def server_config(workers: int) -> tf.compat.v1.ConfigProto:
 
     Why: with fewer threads than the coordinator has concurrent remote calls (one per worker,
     plus its own), an asynchronous run can stop making progress without an error
-    (bench/ps_probe.py; TensorFlow's parameter-server tutorial asks the same).
+    (bench/ps_probe.py, retired: `git show d054bd8:bench/ps_probe.py`; TensorFlow's
+    parameter-server tutorial asks the same).
     """
     config = tf.compat.v1.ConfigProto()
     config.inter_op_parallelism_threads = max(os.cpu_count() or 1, workers + 1)

@@ -4,7 +4,8 @@ parameter-server`` trains (`jobi_tf.ps_training`, docs/distributed.md).
 Why plain ``tf.Variable`` blocks and not a Keras variable over a ``ShardedVariable``: Keras 3
 variables assume one resource handle, so gradients with respect to a Keras variable that
 wraps a ``ShardedVariable`` fail, and Keras's optimizers build one slot per Keras variable.
-`bench/ps_probe.py` showed that N plain variables (one contiguous row block each, created in
+`bench/ps_probe.py` (retired; `git show d054bd8:bench/ps_probe.py`) showed that N plain variables
+(one contiguous row block each, created in
 a ``ParameterServerStrategy`` scope, so each lands on a parameter server), with each block's
 optimizer slots created beside it (``colocate_vars_with``), train exactly like one table.
 
