@@ -238,9 +238,10 @@ class ScoredBatch:
         Why one product for all: each chunk's product is small (10 positives by 30 candidates
         with ``--biased-chunk 10``), and a batch of small products costs per product more
         than per row (`bench/chunk_product.py`, retired: `git show 2ed5841:bench/chunk_product.py`;
-        forward, two chunks per product, twice the multiply-adds, take the time of one). So the members' queries (the pair head's rows of
-        ``pair_every``) are concatenated along each chunk's rows and scored with one batched
-        product (one per side with a side per candidate), then split. A batch with no riders
+        forward, two chunks per product, twice the multiply-adds, take the time of one). So the
+        members' queries (the pair head's rows of ``pair_every``) are concatenated along each
+        chunk's rows and scored with one batched product (one per side with a side per
+        candidate), then split. A batch with no riders
         computes exactly the products it did before riders existed.
         """
         groups = tf.shape(rows)[0]
