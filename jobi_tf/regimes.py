@@ -23,7 +23,7 @@ from typing import ClassVar
 
 import tensorflow as tf
 
-from jobi_tf import losses, regularizers
+from jobi_tf import losses, plugins
 from jobi_tf.config import RunConfig, TrainConfig
 from jobi_tf.data.index import KGIndex
 from jobi_tf.errors import ConfigError
@@ -152,10 +152,10 @@ def resolve(cfg: RunConfig, replicas: int = 1) -> RunConfig:
 
 
 def check(cfg: RunConfig) -> None:
-    """Every check a run's settings get beyond their own ranges: the loss's, the
-    regularizer's and the regime's. Raises `jobi_tf.errors.ConfigError` naming the flag."""
-    losses.check(cfg)
-    regularizers.check(cfg)
+    """Every check a run's settings get beyond their own ranges: each chosen plug-in's (loss,
+    regularizer, scorer: `jobi_tf.plugins.check_all`) and the regime's. Raises
+    `jobi_tf.errors.ConfigError` naming the flag."""
+    plugins.check_all(cfg)
     regime = regime_of(cfg.train.loss)
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for option in sorted({o for r in REGIMES.values() for o in r.options} - set(regime.options)):

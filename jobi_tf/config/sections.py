@@ -93,7 +93,7 @@ class ModelConfig:
             per positive (``corrupt_side="per-positive"``) or the full softmax.
     """
 
-    model: str = setting("complex", "The bilinear scorer.", choices=MODELS)
+    model: str = setting("complex", plugins.about("scorer"), choices=MODELS)
     dim: int = setting(200, "Components per part (ComplEx 200 = 200 real + 200 imaginary).")
     joint: bool = setting(False, "Add JoBi's pair head.")
     init: str = setting(
