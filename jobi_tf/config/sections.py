@@ -202,9 +202,7 @@ class TrainConfig:
     lr: float = setting(0.001, "Learning rate.")
     optimizer: str = setting(
         "auto",
-        "adam (dense, the paper's), lazy-adam (updates only the rows a batch uses), adagrad, "
-        "row-adagrad (one accumulator per entity row, PyTorch-BigGraph's); "
-        f"auto: adam below {LAZY_MIN_ROWS:,} entities, lazy-adam from there on.",
+        f"{plugins.about('optimizer')[:-1]}; auto: adam below {LAZY_MIN_ROWS:,} entities, lazy-adam from there on.",
         choices=OPTIMIZERS,
     )
     epochs: int = setting(200, "Maximum epochs.")
