@@ -22,6 +22,7 @@ import keras
 import tensorflow as tf
 
 from jobi_tf import features as F
+from jobi_tf import plugins
 from jobi_tf.scored_batch import Factors, ScoredBatch, ScoringModel
 from jobi_tf.types import PAIR_HEAD, RELATION, TRIPLE_HEAD
 
@@ -42,11 +43,12 @@ __all__ = [
 #: Logit given to a sampled candidate that is not a negative (it equals the positive).
 MASKED_LOGIT = -1e9
 
-#: The training regimes an objective can name (`Objective.regime`; `jobi_tf.regimes` builds
-#: their batches): the positive against sampled negatives, every entity for both directions
-#: of each positive, every entity for batches of distinct training queries.
+#: The built-in training regimes (`Objective.regime`; `jobi_tf.regimes` builds their batches):
+#: the positive against sampled negatives, every entity for both directions of each positive,
+#: every entity for batches of distinct training queries.
 SAMPLED, ONE_VS_ALL, K_VS_ALL = "sampled", "1-vs-all", "k-vs-all"
-REGIME_NAMES = (SAMPLED, ONE_VS_ALL, K_VS_ALL)
+#: Every regime an objective can name: the modules of `jobi_tf/regimes/` (read, not imported).
+REGIME_NAMES = plugins.names("regime")
 
 
 class Objective:

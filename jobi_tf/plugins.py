@@ -1,19 +1,24 @@
-"""Folders of plug-ins: a loss or a regularizer is one module, named by its file.
+"""Folders of plug-ins: a scorer, an optimizer, a loss or a regularizer is one module, named by its file.
 
 ``jobi_tf/losses/sampled_bce.py`` is the loss ``sampled-bce``; dropping a module into the
-folder adds the name to ``--loss``, ``config.json`` and `jobi_tf.api` at once, with no
-registry to edit. The module binds its class to ``LOSS`` (``REGULARIZER`` for a
-regularizer); the class lists in ``options`` the settings it takes as constructor keywords.
+folder adds the name to its flag (``--loss``), ``config.json`` and `jobi_tf.api` at once, with
+no registry to edit. A module is a plug-in when it binds its class to the kind's attribute
+(``LOSS``, ``REGULARIZER``, ``SCORER``, ``OPTIMIZER``: `KINDS`); other modules of the folder
+(``base.py``, ``_sparse.py``) are helpers. The class may list in ``options`` the settings it
+takes as constructor keywords, and may refuse a run in a ``check(cfg)`` classmethod.
 
 Why names come from file names: the config layer and ``jobi-tf train --help`` need the
-choices without importing TensorFlow, which every plug-in imports; listing a folder costs
-nothing, and a plug-in is imported only when a run asks for it.
+choices without importing TensorFlow, which every plug-in imports; reading a folder's
+sources costs a few milliseconds, and a plug-in is imported only when a run asks for it.
+
+A new kind is one `Kind` entry in `KINDS` and a folder (the regimes may become one).
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -22,19 +27,59 @@ from typing import Any
 
 from jobi_tf.errors import ConfigError
 
-__all__ = ["KINDS", "names", "load", "misplaced", "check", "about"]
+__all__ = ["Kind", "KINDS", "names", "load", "classes", "misplaced", "check", "check_all", "about"]
 
 _ROOT = Path(__file__).resolve().parent
 
-#: kind → (folder under jobi_tf/, the attribute each module binds its class to)
-KINDS = {"loss": ("losses", "LOSS"), "regularizer": ("regularizers", "REGULARIZER"), "regime": ("regimes", "REGIME")}
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """Where the plug-ins of a kind live and how a run chooses one.
+
+    Args:
+        folder: the package under ``jobi_tf/``, as a path (``"models/scorers"``).
+        attribute: the name each plug-in module binds its class to (``"SCORER"``).
+        field: the `jobi_tf.config.RunConfig` field holding a run's choice, as
+            ``"section.field"`` (``"model.model"``); None for a kind no flag chooses.
+    """
+
+    folder: str
+    attribute: str
+    field: str | None = None
+
+    @property
+    def package(self) -> str:
+        return "jobi_tf." + self.folder.replace("/", ".")
+
+
+#: Every kind of plug-in, in the order `check_all` checks a run's choices.
+KINDS: dict[str, Kind] = {
+    "loss": Kind("losses", "LOSS", "train.loss"),
+    "regularizer": Kind("regularizers", "REGULARIZER", "train.regularizer"),
+    "scorer": Kind("models/scorers", "SCORER", "model.model"),
+    "optimizer": Kind("optimizers", "OPTIMIZER", "train.optimizer"),
+    "regime": Kind("regimes", "REGIME"),  # no flag: the loss names its regime
+}
 
 
 def names(kind: str) -> tuple[str, ...]:
-    """The plug-ins of a kind, sorted: module names with ``-`` for ``_`` (modules whose name
-    starts with ``_`` are helpers, not plug-ins)."""
-    found = pkgutil.iter_modules([str(_ROOT / KINDS[kind][0])])
-    return tuple(sorted(m.name.replace("_", "-") for m in found if not m.name.startswith("_")))
+    """The plug-ins of a kind, sorted: module names with ``-`` for ``_``, of the modules that
+    bind the kind's attribute (those whose name starts with ``_`` are never read)."""
+    folder = _ROOT / KINDS[kind].folder
+    found = [m.name for m in pkgutil.iter_modules([str(folder)]) if not (m.ispkg or m.name.startswith("_"))]
+    return tuple(sorted(n.replace("_", "-") for n in found if _binds(folder / f"{n}.py", KINDS[kind].attribute)))
+
+
+@functools.cache
+def _binds(path: Path, attribute: str) -> bool:
+    """Whether the module at ``path`` assigns ``attribute`` at its top level (read, not imported)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    targets = [t for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign)) for t in _targets(node)]
+    return any(isinstance(t, ast.Name) and t.id == attribute for t in targets)
+
+
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return node.targets if isinstance(node, ast.Assign) else [node.target]
 
 
 def load(kind: str, name: str) -> type:
@@ -45,8 +90,13 @@ def load(kind: str, name: str) -> type:
     """
     if name not in names(kind):
         raise ValueError(f"{kind} must be one of {list(names(kind))}. Received: {kind}={name!r}")
-    folder, attribute = KINDS[kind]
-    return getattr(importlib.import_module(f"jobi_tf.{folder}.{name.replace('-', '_')}"), attribute)
+    module = importlib.import_module(f"{KINDS[kind].package}.{name.replace('-', '_')}")
+    return getattr(module, KINDS[kind].attribute)
+
+
+def classes(kind: str) -> dict[str, type]:
+    """Every plug-in of a kind by name (each module is imported now)."""
+    return {name: load(kind, name) for name in names(kind)}
 
 
 def misplaced(kind: str, name: str, settings: dict[str, Any]) -> tuple[str, list[str]] | None:
@@ -58,29 +108,44 @@ def misplaced(kind: str, name: str, settings: dict[str, Any]) -> tuple[str, list
     """
     chosen = load(kind, name)
     for option, (takers, off) in _options(kind).items():
-        if option not in chosen.options and option in settings and settings[option] != off:
+        if option not in _options_of(chosen) and option in settings and settings[option] != off:
             return option, takers
     return None
 
 
 def check(kind: str, cfg: Any) -> None:
-    """The choice of a kind in a `jobi_tf.config.RunConfig` (``cfg.train.<kind>``; not
-    imported here: the config imports this module): refuse a setting moved from its off
-    value that the choice does not take (``--label-smoothing`` with sampled negatives), then
-    what the chosen plug-in refuses itself (its ``check``)."""
-    name = getattr(cfg.train, kind)
-    wrong = misplaced(kind, name, dataclasses.asdict(cfg.train))
+    """The choice of a kind in a `jobi_tf.config.RunConfig` (its `Kind.field`; not imported
+    here: the config imports this module): refuse a setting of the same config section moved
+    from its off value that the choice does not take (``--label-smoothing`` with sampled
+    negatives), then what the chosen plug-in refuses itself (its ``check``, if any)."""
+    section, field = KINDS[kind].field.split(".")
+    name = getattr(getattr(cfg, section), field)
+    if name not in names(kind):  # a choice the run resolves when it starts (``--optimizer auto``)
+        return
+    wrong = misplaced(kind, name, dataclasses.asdict(getattr(cfg, section)))
     if wrong:
         option, takers = wrong
-        raise ConfigError(option, f"needs --{kind} {' or '.join(takers)}")
-    load(kind, name).check(cfg)
+        raise ConfigError(option, f"needs --{field} {' or '.join(takers)}")
+    own = getattr(load(kind, name), "check", None)
+    if own is not None:
+        own(cfg)
+
+
+def check_all(cfg: Any) -> None:
+    """`check` of every kind a run chooses by a flag, in the order of `KINDS`."""
+    for kind, spec in KINDS.items():
+        if spec.field is not None:
+            check(kind, cfg)
+
+
+def _options_of(cls: type) -> tuple[str, ...]:
+    return tuple(getattr(cls, "options", ()))
 
 
 def _options(kind: str) -> dict[str, tuple[list[str], Any]]:
     found: dict[str, tuple[list[str], Any]] = {}
-    for name in names(kind):
-        cls = load(kind, name)
-        for option in cls.options:
+    for name, cls in classes(kind).items():
+        for option in _options_of(cls):
             off = inspect.signature(cls).parameters[option].default
             found.setdefault(option, ([], off))[0].append(name)
     return found
@@ -89,7 +154,7 @@ def _options(kind: str) -> dict[str, tuple[list[str], Any]]:
 def about(kind: str) -> str:
     """``"name: summary; ..."`` of every plug-in of a kind, from the first line of each
     module's docstring (read from the file, without importing it), for ``--help``."""
-    folder = _ROOT / KINDS[kind][0]
+    folder = _ROOT / KINDS[kind].folder
     parts = []
     for name in names(kind):
         source = (folder / f"{name.replace('-', '_')}.py").read_text(encoding="utf-8")

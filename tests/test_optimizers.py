@@ -357,7 +357,7 @@ def test_every_optimizer_flag_value_has_a_class():
 
 
 def test_optimizer_names_are_validated_and_built():
-    with pytest.raises(ConfigError, match=r"--optimizer: must be one of auto, adam, lazy-adam, adagrad, row-adagrad"):
+    with pytest.raises(ConfigError, match=r"--optimizer: must be one of auto, adagrad, adam, lazy-adam, row-adagrad"):
         TrainConfig(optimizer="sgd")
     assert type(make_optimizer("adam", 0.1)) is FusedAdam
     assert isinstance(make_optimizer("lazy-adam", 0.1), LazyAdam)

@@ -5,7 +5,7 @@ sampler's chunks against its own batch; everything that relates settings of diff
 sections, or the settings to where the run trains, is here, each as one function whose
 `jobi_tf.errors.ConfigError` names the flag to change in one line:
 
-* `check`: the settings as such: the loss's, the regularizer's and the regime's (plug-ins
+* `check`: the settings as such: every chosen plug-in's and the regime's (plug-ins
   refuse what they alone know in their own ``check``), ``--pair-every``, ``--reciprocal``.
 * `check_placement`: the settings on ``replicas`` devices: each replica's slice of the batch
   must hold whole groups of every feature that has a row per group (`jobi_tf.batch_plan`).
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from jobi_tf import losses, plugins, regularizers
+from jobi_tf import losses, plugins
 from jobi_tf.batch_plan import BatchPlan
 from jobi_tf.config import RunConfig, TrainConfig
 from jobi_tf.errors import ConfigError
@@ -39,10 +39,10 @@ def check_run(cfg: RunConfig, replicas: int = 1, sharded: bool = False) -> None:
 
 
 def check(cfg: RunConfig) -> None:
-    """The run's settings together: the loss's and the regularizer's own checks, the settings
-    only some regimes read, then what the regime's declarations imply and its own check."""
-    losses.check(cfg)
-    regularizers.check(cfg)
+    """The run's settings together: each chosen plug-in's own check (loss, regularizer,
+    scorer, optimizer: `jobi_tf.plugins.check_all`), the settings only some regimes read,
+    then what the regime's declarations imply and its own check."""
+    plugins.check_all(cfg)
     regime = _regime(cfg)
     _check_regime_options(cfg, regime)
     if regime.samples_negatives:
@@ -160,7 +160,7 @@ def check_memory(cfg: RunConfig, num_entities: int, num_relations: int) -> None:
     from jobi_tf.models.scorers import get_scorer  # (TensorFlow: only when a run starts)
     from jobi_tf.optimizers import slot_floats
 
-    scorer = get_scorer(cfg.model.model)
+    scorer = get_scorer(cfg.model.model, cfg.model.dim)
     relation_tables = (2 if cfg.model.joint else 1) * (2 if cfg.model.reciprocal else 1)
     entity = (num_entities, scorer.entity_width(cfg.model.dim))
     relation = (relation_tables * num_relations, scorer.relation_width(cfg.model.dim))

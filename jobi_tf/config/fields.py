@@ -1,8 +1,8 @@
 """What every config field is made of: choice lists, `setting` (a field that is also a flag)
 and the one-line checks that name the flag.
 
-The choice lists of ``--loss`` and ``--regularizer`` are the plug-in folders' modules
-(`jobi_tf.plugins`), read without importing them.
+The choice lists of ``--model``, ``--optimizer``, ``--loss`` and ``--regularizer`` are the
+plug-in folders' modules (`jobi_tf.plugins`), read without importing them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from jobi_tf.errors import ConfigError
 
 __all__ = ["setting", "flag_name", "variant_name", "VARIANTS"]
 
-MODELS = ("distmult", "complex", "simple")
+MODELS = plugins.names("scorer")  # the modules of jobi_tf/models/scorers
 LOSSES = plugins.names("loss")  # the modules of jobi_tf/losses
-OPTIMIZERS = ("auto", "adam", "lazy-adam", "adagrad", "row-adagrad")  # see jobi_tf.optimizers
+#: ``auto`` (`jobi_tf.optimizers.choose_optimizer`), then the modules of jobi_tf/optimizers.
+OPTIMIZERS = ("auto", *plugins.names("optimizer"))
 #: ``--optimizer auto`` trains lazy Adam from this many entity rows on (dense Adam below).
 LAZY_MIN_ROWS = 100_000
 RANK_TYPES = ("optimistic", "realistic", "pessimistic")

@@ -93,7 +93,7 @@ class ModelConfig:
             per positive (``corrupt_side="per-positive"``) or the full softmax.
     """
 
-    model: str = setting("complex", "The bilinear scorer.", choices=MODELS)
+    model: str = setting("complex", plugins.about("scorer"), choices=MODELS)
     dim: int = setting(200, "Components per part (ComplEx 200 = 200 real + 200 imaginary).")
     joint: bool = setting(False, "Add JoBi's pair head.")
     init: str = setting(
@@ -202,9 +202,7 @@ class TrainConfig:
     lr: float = setting(0.001, "Learning rate.")
     optimizer: str = setting(
         "auto",
-        "adam (dense, the paper's), lazy-adam (updates only the rows a batch uses), adagrad, "
-        "row-adagrad (one accumulator per entity row, PyTorch-BigGraph's); "
-        f"auto: adam below {LAZY_MIN_ROWS:,} entities, lazy-adam from there on.",
+        f"{plugins.about('optimizer')[:-1]}; auto: adam below {LAZY_MIN_ROWS:,} entities, lazy-adam from there on.",
         choices=OPTIMIZERS,
     )
     epochs: int = setting(200, "Maximum epochs.")

@@ -105,7 +105,7 @@ class JoBiModel(TableQueries, DistributedModel):
         super().__init__(**kwargs)
         _check_arguments(num_entities, num_relations, relation_prediction, matmul_dtype)
         self.num_entities, self.num_relations, self.dim = num_entities, num_relations, dim
-        self.scorer = get_scorer(model)
+        self.scorer = get_scorer(model, dim)
         self.model_name = self.scorer.kind  # None for a scorer of your own
         self.joint, self.alpha, self.init, self.reciprocal = joint, alpha, init, reciprocal
         self.label_smoothing, self.slot_weight = label_smoothing, slot_weight

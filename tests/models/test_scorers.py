@@ -1,4 +1,5 @@
-"""Scorers against NumPy references of the papers' formulas, on random inputs."""
+"""Scorers against NumPy references of the papers' formulas, on random inputs, and the
+contract every scorer of the folder keeps (a new scorer brings its own reference test)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from jobi_tf.models.scorers import SCORERS, get_scorer
+from jobi_tf.config import MODELS
+from jobi_tf.models.scorers import SCORERS, Scorer, get_scorer
+
+BUILT_IN = ("complex", "distmult", "simple")
 
 
 def _numpy_score(name: str, h: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -24,7 +28,12 @@ def _numpy_score(name: str, h: np.ndarray, r: np.ndarray, t: np.ndarray) -> np.n
     raise AssertionError(name)
 
 
-@pytest.mark.parametrize("name", sorted(SCORERS))
+def _rows(scorer: Scorer, dim: int, rng: np.random.Generator, n: int = 8) -> tuple[np.ndarray, ...]:
+    ew, rw = scorer.entity_width(dim), scorer.relation_width(dim)
+    return rng.normal(size=(n, ew)), rng.normal(size=(n, rw)), rng.normal(size=(n, ew))
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
 def test_score_and_all_three_queries_match_numpy(name):
     rng = np.random.default_rng(0)
     scorer = get_scorer(name)
@@ -62,3 +71,23 @@ def test_complex_is_antisymmetric_but_distmult_is_not():
 def test_unknown_model_names_the_argument():
     with pytest.raises(ValueError, match="model="):
         get_scorer("transe")
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+def test_every_scorer_keeps_the_query_contract(name):
+    """Its score is the dot of each of its three queries with the missing part's row, and
+    ``score_candidates`` ranks with the same numbers."""
+    dim = 4
+    scorer = get_scorer(name, dim)
+    h, r, t = (tf.constant(x, tf.float32) for x in _rows(scorer, dim, np.random.default_rng(2)))
+    score = scorer.score(h, r, t).numpy()
+    for query, row in ((scorer.tail_query(h, r), t), (scorer.head_query(r, t), h), (scorer.relation_query(h, t), r)):
+        np.testing.assert_allclose(tf.reduce_sum(query * row, axis=-1).numpy(), score, rtol=1e-4, atol=1e-5)
+    every = scorer.score_candidates(scorer.tail_query(h, r), t).numpy()  # [8, 8]: each query x every tail
+    np.testing.assert_allclose(np.diag(every), score, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+def test_every_scorer_is_named_by_its_module(name):
+    assert SCORERS[name].kind == name and SCORERS[name].__module__.endswith("." + name.replace("-", "_"))
+    assert name in MODELS

@@ -1,4 +1,4 @@
-"""DistMult, ComplEx and SimplE scoring functions, as Keras layers.
+"""`Scorer`: what every ``--model`` implements, and the scoring helpers they share.
 
 Every bilinear score can be written as a dot product ``s(h, r, t) = <q, e>`` between a
 *query* vector built from the two known parts and the full embedding row of the candidate
@@ -12,13 +12,9 @@ exported top-k) is built from them:
   here (a matmul); the hook a scorer that is not a dot product overrides.
 
 A scorer is a `keras.layers.Layer` so that one may own weights (a core tensor, a learned
-scale): the model tracks it, its weights train and are checkpointed with the tables. The
-three built-in scorers own none. Each model gets its own instance (`get_scorer`).
-
-Widths follow the paper's code: ``dim`` counts components per part, so ComplEx dim 200 is
-200 real + 200 imaginary (entity rows of 400 floats) and SimplE dim 200 has a head-role
-and a tail-role embedding of 200 each per entity, and a relation and an inverse-relation
-embedding of 200 each per relation.
+scale): the model tracks it, its weights train and are checkpointed with the tables. Each
+model gets its own instance (`jobi_tf.models.scorers.get_scorer`), made with the model's
+``dim``, which a scorer with weights needs to shape them.
 """
 
 from __future__ import annotations
@@ -26,20 +22,32 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-__all__ = ["Scorer", "DistMult", "ComplEx", "SimplE", "SCORERS", "get_scorer", "heads_against_own_rows"]
+__all__ = ["Scorer", "heads_against_own_rows"]
 
 _LETTERS, _EXTRA = "abcdefgh", "stuv"  # einsum axis names: batch axes, then a query's extra axes
 
 
 class Scorer(keras.layers.Layer):
-    """Interface of a scorer. Subclasses set ``kind`` (the ``--model`` name; None for one of
-    your own) and the query functions; one with weights creates them in ``__init__``."""
+    """Interface of a scorer. Subclasses set ``kind`` (the ``--model`` name, their module's;
+    None for one of your own) and the query functions; one with weights creates them in
+    ``__init__`` from ``dim``.
+
+    Args:
+        dim: components per part, the model's ``dim`` (``--dim``). None: a scorer used for
+            its widths only (the memory guard's), which creates no weights.
+    """
 
     kind: str | None = None
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, dim: int | None = None, **kwargs) -> None:
         super().__init__(name=kwargs.pop("name", self.kind or type(self).__name__.lower()), **kwargs)
+        self.dim = dim
         self.built = True  # nothing to infer from an input: weights, if any, exist already
+
+    @classmethod
+    def check(cls, cfg) -> None:
+        """Refuse, as a `jobi_tf.errors.ConfigError`, a run (`jobi_tf.config.RunConfig`) this
+        scorer cannot train; called before anything is written."""
 
     def entity_width(self, dim: int) -> int:
         """Floats per entity row."""
@@ -123,106 +131,3 @@ def heads_against_own_rows(queries: tf.Tensor, rows: tf.Tensor):
         return d_queries, d_rows
 
     return scores, gradient
-
-
-class DistMult(Scorer):
-    """``s = <h, r, t> = sum_i h_i r_i t_i`` (Yang et al., 2015); symmetric in h and t."""
-
-    kind = "distmult"
-
-    def entity_width(self, dim: int) -> int:
-        return dim
-
-    def relation_width(self, dim: int) -> int:
-        return dim
-
-    def tail_query(self, h: tf.Tensor, r: tf.Tensor) -> tf.Tensor:
-        return h * r
-
-    def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        return r * t
-
-    def relation_query(self, h: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        return h * t
-
-
-class ComplEx(Scorer):
-    """``s = Re(<h, r, conj(t)>)`` (Trouillon et al., 2016); rows are ``[real, imaginary]``."""
-
-    kind = "complex"
-
-    def entity_width(self, dim: int) -> int:
-        return 2 * dim
-
-    def relation_width(self, dim: int) -> int:
-        return 2 * dim
-
-    def tail_query(self, h: tf.Tensor, r: tf.Tensor) -> tf.Tensor:
-        h_re, h_im = tf.split(h, 2, axis=-1)
-        r_re, r_im = tf.split(r, 2, axis=-1)
-        # h * r as complex numbers; <q, [t_re, t_im]> = Re(h r conj(t)).
-        return tf.concat([h_re * r_re - h_im * r_im, h_re * r_im + h_im * r_re], axis=-1)
-
-    def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        r_re, r_im = tf.split(r, 2, axis=-1)
-        t_re, t_im = tf.split(t, 2, axis=-1)
-        # r * conj(t) as complex numbers, conjugated: <q, [h_re, h_im]> = Re(h r conj(t)).
-        return tf.concat([r_re * t_re + r_im * t_im, r_re * t_im - r_im * t_re], axis=-1)
-
-    def relation_query(self, h: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        h_re, h_im = tf.split(h, 2, axis=-1)
-        t_re, t_im = tf.split(t, 2, axis=-1)
-        # h * conj(t) as complex numbers, conjugated: <q, [r_re, r_im]> = Re(h r conj(t)).
-        return tf.concat([h_re * t_re + h_im * t_im, h_re * t_im - h_im * t_re], axis=-1)
-
-    def cubed_norm(self, x: tf.Tensor) -> tf.Tensor:
-        x_re, x_im = tf.split(x, 2, axis=-1)
-        return tf.reduce_sum((x_re**2 + x_im**2) ** 1.5, axis=-1)
-
-
-class SimplE(Scorer):
-    """``s = (<h_head, r, t_tail> + <t_head, r_inv, h_tail>) / 2`` (Kazemi & Poole, 2018).
-
-    Entity rows are ``[head-role, tail-role]``; relation rows are ``[r, r_inverse]``.
-    """
-
-    kind = "simple"
-
-    def entity_width(self, dim: int) -> int:
-        return 2 * dim
-
-    def relation_width(self, dim: int) -> int:
-        return 2 * dim
-
-    def tail_query(self, h: tf.Tensor, r: tf.Tensor) -> tf.Tensor:
-        h_head, h_tail = tf.split(h, 2, axis=-1)
-        r_fwd, r_inv = tf.split(r, 2, axis=-1)
-        # Pairs with the candidate's [t_head, t_tail].
-        return 0.5 * tf.concat([r_inv * h_tail, r_fwd * h_head], axis=-1)
-
-    def head_query(self, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        r_fwd, r_inv = tf.split(r, 2, axis=-1)
-        t_head, t_tail = tf.split(t, 2, axis=-1)
-        # Pairs with the candidate's [h_head, h_tail].
-        return 0.5 * tf.concat([r_fwd * t_tail, r_inv * t_head], axis=-1)
-
-    def relation_query(self, h: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        h_head, h_tail = tf.split(h, 2, axis=-1)
-        t_head, t_tail = tf.split(t, 2, axis=-1)
-        # Pairs with the candidate relation's [r, r_inverse].
-        return 0.5 * tf.concat([h_head * t_tail, t_head * h_tail], axis=-1)
-
-
-#: The built-in scorers by their ``--model`` name.
-SCORERS: dict[str, type[Scorer]] = {cls.kind: cls for cls in (DistMult, ComplEx, SimplE)}
-
-
-def get_scorer(name: str | Scorer) -> Scorer:
-    """A new scorer called ``name`` (``distmult``, ``complex`` or ``simple``); a `Scorer`
-    instance (one of your own) is returned as is."""
-    if isinstance(name, Scorer):
-        return name
-    try:
-        return SCORERS[name]()
-    except (KeyError, TypeError):
-        raise ValueError(f"model must be one of {sorted(SCORERS)} or a Scorer. Received: model={name!r}") from None
