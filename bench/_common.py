@@ -1,7 +1,7 @@
 """Helpers shared by the benchmark scripts (not part of the library).
 
 Importing this module imports ``jobi_tf`` first, so every benchmark runs TensorFlow with the
-library's default pooled CPU allocator (`jobi_tf.runtime`), as ``jobi-tf`` does; a benchmark
+library's default pooled CPU allocator (`jobi_tf.runtime.tf_settings`), as ``jobi-tf`` does; a benchmark
 script run as a program also restarts itself under glibc's huge pages, as ``jobi-tf`` does.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from _steady import Usage, summary, window_rates  # noqa: F401  (re-exported for the scripts)
 
 import jobi_tf  # (sets the allocator default before TensorFlow starts)
-from jobi_tf.runtime import (
+from jobi_tf.runtime.tf_settings import (
     ALLOCATOR_VARIABLE,
     huge_pages_requested,
     pooled_cpu_allocator_requested,

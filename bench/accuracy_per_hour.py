@@ -18,7 +18,7 @@ Steps, jobi-tf systems (``baseline``: ``--no-joint --p 0``; ``jobi``: ``--joint 
 ``one-vs-all``: ``--preset kbc-fast``; then ``--flags``, then the harness's own
 ``--eval-every K --patience 10^9 --monitor M --seed S``):
 1. The run lives in ``OUT/run`` (an ordinary jobi-tf run folder) and is trained with
-   ``jobi_tf.training.train`` (what ``jobi-tf train`` runs) in continuations: each call raises
+   ``jobi_tf.training.trainer.train`` (what ``jobi-tf train`` runs) in continuations: each call raises
    ``epochs`` (as ``jobi-tf grid``'s successive halving does: ``metrics.json`` removed, the same
    run resumed from its checkpoint). A continuation is sized from the epoch times so far to end
    just short of the next budget (minus a new call's start-up cost); then one validation
@@ -47,7 +47,7 @@ D = 2 x dim, ``--batch-size``, ``--uniform-negs``, ``--batch-negs``, ``--lr``, `
    every ``--eval-every``-th epoch's embeddings; calls are sized to reach the next budget.
 2. Each exported epoch, in order, is loaded into a reciprocal-ComplEx ``JoBiModel``
    (`pbg_vs_jobi.pbg_model`; the mapping is checked once against PBG's own scores,
-   ``mapping_check``) and validated with `jobi_tf.evaluation.FilteredEvaluator`; the best
+   ``mapping_check``) and validated with `jobi_tf.evaluation.ranking.FilteredEvaluator`; the best
    export is kept, the others deleted; when an epoch's cumulative seconds reach a budget, the
    best export is ranked on test: the point (always ``exact``: every epoch is exported).
 
@@ -100,10 +100,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from jobi_tf.atomic import write_json_atomic  # noqa: E402
+from jobi_tf.runtime.atomic import write_json_atomic  # noqa: E402
 from jobi_tf.config import EvalConfig, RunConfig  # noqa: E402
-from jobi_tf.errors import JobiError, TrainingStopped  # noqa: E402
-from jobi_tf.types import RANK_METRICS  # noqa: E402
+from jobi_tf.runtime.errors import JobiError, TrainingStopped  # noqa: E402
+from jobi_tf.runtime.types import RANK_METRICS  # noqa: E402
 
 PROGRESS = "accuracy_per_hour.json"
 SYSTEMS = ("baseline", "jobi", "one-vs-all", "pbg")
@@ -187,7 +187,7 @@ def answer_parts(ranks, rank_type: str, hub: np.ndarray) -> dict:
     """Rank metrics of the queries whose answer is a hub and of those whose answer is a copied
     entity. Counting slot frequencies gets most hub answers right; the copied answers are where
     a graph's size bites (docs/replicated-graph.md)."""
-    from jobi_tf.evaluation import rank_metrics
+    from jobi_tf.evaluation.ranking import rank_metrics
 
     values, answer_is_hub = ranks.get(rank_type), hub[ranks.targets]
     parts = {"hub answers": values[answer_is_hub], "copied answers": values[~answer_is_hub]}
@@ -448,9 +448,9 @@ def jobi_points(progress: dict, metrics: dict, state: dict, table: dict, steps: 
 
 def run_answer_parts(run: Path, cfg, index, hub: np.ndarray) -> dict:
     """`answer_parts` of the test set under the run folder's best weights."""
-    from jobi_tf.checkpoints import load_weights
-    from jobi_tf.evaluation import FilteredEvaluator
-    from jobi_tf.training import build_model
+    from jobi_tf.evaluation.ranking import FilteredEvaluator
+    from jobi_tf.training.checkpoints import load_weights
+    from jobi_tf.training.trainer import build_model
 
     ran = RunConfig.from_dict(json.loads((run / "config.json").read_text(encoding="utf-8")))  # "auto" resolved
 
@@ -504,8 +504,8 @@ def start_session(progress: dict, run: Path, state: dict, target: int) -> dict:
 
 
 def run_jobi(args, out: Path, progress: dict, save, dataset_flags: list[str]) -> dict:
-    from jobi_tf.sampling import TrainingQueries, query_steps_per_epoch, steps_per_epoch
-    from jobi_tf.training import load_data, train
+    from jobi_tf.sampling.pipelines import TrainingQueries, query_steps_per_epoch, steps_per_epoch
+    from jobi_tf.training.trainer import load_data, train
 
     cfg = jobi_config(args, dataset_flags)
     entities, relations, index = load_data(cfg)
@@ -716,7 +716,7 @@ class PbgRun:
 def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> dict:
     from jobi_tf.data.index import build_index
     from jobi_tf.data.triples import read_split_folder
-    from jobi_tf.evaluation import FilteredEvaluator
+    from jobi_tf.evaluation.ranking import FilteredEvaluator
 
     if not args.peer_python:
         sys.exit("--system pbg needs --peer-python (a virtualenv with torchbiggraph)")

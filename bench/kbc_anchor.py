@@ -35,8 +35,8 @@ from _common import data_dir, emit, kernel_check, machine  # noqa: E402, I001
 import tensorflow as tf  # noqa: E402
 
 from jobi_tf.config import DataConfig  # noqa: E402
-from jobi_tf.loading import load_index  # noqa: E402
-from jobi_tf.sampling import steps_per_epoch  # noqa: E402
+from jobi_tf.datasets.loading import load_index  # noqa: E402
+from jobi_tf.sampling.pipelines import steps_per_epoch  # noqa: E402
 from one_vs_all_speed import one  # noqa: E402
 
 WARMUP = 3

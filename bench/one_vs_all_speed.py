@@ -39,10 +39,10 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
-from jobi_tf.loading import load_index  # noqa: E402
+from jobi_tf.datasets.loading import load_index  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import make_optimizer  # noqa: E402
-from jobi_tf.sampling import (  # noqa: E402
+from jobi_tf.sampling.pipelines import (  # noqa: E402
     TrainingQueries,
     make_query_dataset,
     make_train_dataset,

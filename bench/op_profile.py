@@ -55,7 +55,7 @@ from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import make_optimizer  # noqa: E402
-from jobi_tf.sampling import make_train_dataset  # noqa: E402
+from jobi_tf.sampling.pipelines import make_train_dataset  # noqa: E402
 
 #: ``--setting``: sampler settings, optimizer, learning rate, reciprocal relations.
 SETTINGS = {

@@ -11,7 +11,7 @@ Steps:
    ``JoBiModel(model="complex", dim=D/2, reciprocal=True)``.
 3. Check the mapping: our ``score_triples``, tail-query and head-query scores of the checked
    triples against every entity must equal PBG's own (``max_abs_diff`` in the output).
-4. Rank test and valid with `jobi_tf.evaluation.FilteredEvaluator` (what ``jobi-tf
+4. Rank test and valid with `jobi_tf.evaluation.ranking.FilteredEvaluator` (what ``jobi-tf
    evaluate`` runs; realistic ties), so both systems are measured by one code.
 5. One JSON line: PBG's full resolved config, its training seconds and edges (positives) per
    second, filtered MRR / Hits@1/3/10, the check, the command line, CPU model, versions.
@@ -104,7 +104,7 @@ import tensorflow as tf  # noqa: E402
 from jobi_tf.config import EvalConfig  # noqa: E402
 from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
-from jobi_tf.evaluation import FilteredEvaluator  # noqa: E402
+from jobi_tf.evaluation.ranking import FilteredEvaluator  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 
 #: Metrics kept per split (the per-relation breakdown is left out of the one line).

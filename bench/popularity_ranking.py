@@ -33,8 +33,8 @@ from _common import data_dir, emit, machine, peak_rss_gib  # noqa: E402
 
 from jobi_tf.config import DataConfig  # noqa: E402
 from jobi_tf.data.index import KGIndex  # noqa: E402
-from jobi_tf.evaluation import rank_metrics, tie_ranks  # noqa: E402
-from jobi_tf.loading import load_index  # noqa: E402
+from jobi_tf.datasets.loading import load_index  # noqa: E402
+from jobi_tf.evaluation.ranking import rank_metrics, tie_ranks  # noqa: E402
 
 
 def slot_counts(train: np.ndarray, answer_col: int, entities: int) -> tuple[np.ndarray, np.ndarray]:

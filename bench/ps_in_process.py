@@ -1,7 +1,7 @@
 """``--strategy parameter-server`` on an in-process cluster (chief + parameter servers + workers
 in this one process, on loopback ports), against one device with the same settings and steps.
 
-The cluster trains a small synthetic graph with `jobi_tf.training.train`; then the same steps
+The cluster trains a small synthetic graph with `jobi_tf.training.trainer.train`; then the same steps
 are replayed on one device (Keras's ``fit``, `LazyAdam`, no strategy) from the cluster's own
 initial tables. Prints one JSON line: both validation MRRs, the largest difference of each
 final table, how far each table moved.
@@ -32,14 +32,14 @@ import tensorflow as tf  # noqa: E402
 from _ports import free_ports  # noqa: E402
 
 import jobi_tf  # noqa: E402, F401  (the pooled allocator, before TensorFlow starts)
-from jobi_tf import ps_training  # noqa: E402
 from jobi_tf.config import DataConfig, DistributeConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig  # noqa: E402
-from jobi_tf.evaluation import FilteredEvaluator  # noqa: E402
+from jobi_tf.distributed import ps_training  # noqa: E402
+from jobi_tf.distributed.ps_training import server_config  # noqa: E402
+from jobi_tf.evaluation.ranking import FilteredEvaluator  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import LazyAdam  # noqa: E402
-from jobi_tf.ps_training import server_config  # noqa: E402
-from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
-from jobi_tf.training import load_data, train  # noqa: E402
+from jobi_tf.sampling.pipelines import make_train_dataset, steps_per_epoch  # noqa: E402
+from jobi_tf.training.trainer import load_data, train  # noqa: E402
 
 
 def config(epochs: int, ps_shards: int, checkpoint_steps: int = 0) -> RunConfig:

@@ -45,7 +45,7 @@ from jobi_tf.data.index import build_index  # noqa: E402
 from jobi_tf.data.triples import read_split_folder  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import choose_optimizer, make_optimizer  # noqa: E402
-from jobi_tf.sampling import make_train_dataset, steps_per_epoch  # noqa: E402
+from jobi_tf.sampling.pipelines import make_train_dataset, steps_per_epoch  # noqa: E402
 
 
 # name, batch, negatives, shared chunk, joint (and p 0.3), corrupt side

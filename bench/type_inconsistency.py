@@ -4,7 +4,7 @@ Run:  python bench/type_inconsistency.py runs/base runs/jobi [--top 8] [--min-qu
 
 Reads each run's ``metrics.json`` (test split): ``type_inconsistent`` is the share of
 queries whose filtered top-1 entity never occurs in that slot of that relation in training
-(`jobi_tf.evaluation`); the "true answers" column is the same share for the test answers
+(`jobi_tf.evaluation.ranking`); the "true answers" column is the same share for the test answers
 themselves, what a perfect model would score. Prints a Markdown table of the overall and
 per-direction shares, then the relations where the second run's share is most below and most above the first's,
 and one JSON line.

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import click
 from jobi_tf.serving.client import ServingError
 
-from jobi_tf.errors import ConfigError, JobiError
+from jobi_tf.runtime.errors import ConfigError, JobiError
 
 __all__ = ["reports_errors", "progress_to_stderr"]
 
@@ -65,7 +65,7 @@ def progress_to_stderr():
 
 def start_tensorflow() -> None:
     """Start TensorFlow before a command imports it, hiding a CPU machine's GPU-probe lines unless ``-v``."""
-    from jobi_tf.runtime import start_tensorflow as start
+    from jobi_tf.runtime.tf_settings import start_tensorflow as start
 
     ctx = click.get_current_context(silent=True)
     start(show_startup_logs=bool(ctx and ctx.obj and ctx.obj.get("verbose")))

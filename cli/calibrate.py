@@ -7,8 +7,8 @@ import json
 import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 
-from jobi_tf.calibration import METHODS
-from jobi_tf.runs import RunFolder
+from jobi_tf.evaluation.calibration import METHODS
+from jobi_tf.runtime.runs import RunFolder
 
 __all__ = ["calibrate"]
 
@@ -42,7 +42,7 @@ def calibrate(ctx: click.Context, run_dir: str, negatives: int, min_positives: i
     """
     start_tensorflow()
     from jobi_tf.api import load_run  # imports TensorFlow
-    from jobi_tf.calibration import evaluate_calibration, fit_calibration
+    from jobi_tf.evaluation.calibration import evaluate_calibration, fit_calibration
 
     with progress_to_stderr():
         run = load_run(run_dir)

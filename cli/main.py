@@ -64,12 +64,12 @@ def main(ctx: click.Context, verbose: int, quiet: bool, debug: bool) -> None:
 def entry_point() -> None:
     """The ``jobi-tf`` console script: restart under huge pages if needed, then run `main`.
 
-    Why a separate function: the restart replaces the process (`jobi_tf.runtime`), which
+    Why a separate function: the restart replaces the process (`jobi_tf.runtime.tf_settings`), which
     only the command's own process may do; tests and other callers invoke `main` directly.
     """
     import sys
 
-    from jobi_tf.runtime import restart_with_huge_pages
+    from jobi_tf.runtime.tf_settings import restart_with_huge_pages
 
     # The same interpreter arguments as this start (the script, or -m jobi_tf.cli), so that
     # the import path is the same: `-m` would put the working directory first.

@@ -137,7 +137,7 @@ def _answer_file(ctx: click.Context, flags: dict) -> None:
     """``--queries``: check the file, then stream the answers (to ``--out`` only when complete)."""
     from jobi_tf.serving.batch import QueryFileError, answer_queries, format_answer, read_queries
 
-    from jobi_tf.atomic import replacing
+    from jobi_tf.runtime.atomic import replacing
 
     try:
         queries = read_queries(flags["queries"])

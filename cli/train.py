@@ -10,8 +10,8 @@ from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensor
 from jobi_tf.cli.options import TRAIN_SECTIONS, config_from_flags, config_options
 
 from jobi_tf.config import DataConfig, RunConfig
-from jobi_tf.presets import PRESETS, preset_settings
-from jobi_tf.types import RANK_METRICS
+from jobi_tf.runtime.types import RANK_METRICS
+from jobi_tf.training.presets import PRESETS, preset_settings
 
 __all__ = ["train", "config_from_flags_given", "config_from_command"]
 
@@ -76,7 +76,7 @@ def config_from_flags_given(ctx: click.Context, flags: dict) -> RunConfig:
     dataset merged in where no flag was given (``ctx`` says which were), then the config.
 
     Settings left to the run (``None``, ``auto``) stay so here; the run chooses them when it
-    starts (`jobi_tf.regimes.resolve`, `jobi_tf.training`) and ``config.json`` records the choice.
+    starts (`jobi_tf.regimes.resolve`, `jobi_tf.training.trainer`) and ``config.json`` records the choice.
     """
     flags = dict(flags)
     if flags["preset"] is not None:
@@ -92,7 +92,7 @@ def config_from_command(argv: list[str]) -> RunConfig:
 
     Why: a command printed in the docs can be checked against the config its figure's raw
     file recorded (tests/test_docs_commands.py). Raises `click.UsageError` for a bad flag and
-    `jobi_tf.errors.ConfigError` for a bad value, as the command would.
+    `jobi_tf.runtime.errors.ConfigError` for a bad value, as the command would.
     """
     ctx = train.make_context("jobi-tf train", list(argv))
     return config_from_flags_given(ctx, ctx.params)

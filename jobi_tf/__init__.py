@@ -4,7 +4,7 @@ The Python API (`jobi_tf.api`): ``load_dataset``, ``train`` → `Run`, ``load_ru
 ``train_from_config`` (a whole `jobi_tf.config.RunConfig` → metrics), what the CLI calls.
 
 Importing the package sets TensorFlow's pooled CPU allocator as the default before
-TensorFlow starts (see `jobi_tf.runtime`); it does not import TensorFlow itself, so
+TensorFlow starts (see `jobi_tf.runtime.tf_settings`); it does not import TensorFlow itself, so
 ``jobi-tf --help`` stays fast.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
-from jobi_tf.runtime import use_pooled_cpu_allocator as _use_pooled_cpu_allocator
+from jobi_tf.runtime.tf_settings import use_pooled_cpu_allocator as _use_pooled_cpu_allocator
 
 _use_pooled_cpu_allocator()
 

@@ -1,6 +1,6 @@
 """Ask an exported jobi-tf model questions: TensorFlow Serving by REST or gRPC, or in-process.
 
-An export (`jobi_tf.export`) has signatures that take and return *names*; their inputs and
+An export (`jobi_tf.export.savedmodel`) has signatures that take and return *names*; their inputs and
 outputs are `jobi_tf.serving.contract`'s (``score``: head, relation, tail → score, found;
 ``predict_tail``/``predict_head``/``predict_relation``: two names and ``k`` → the top ``k``
 names, their scores and found).

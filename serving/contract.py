@@ -1,6 +1,6 @@
 """The serving contract of a jobi-tf export: its signatures and their input and output names.
 
-Plain data, no TensorFlow: the export (`jobi_tf.export`) builds its SavedModel signatures
+Plain data, no TensorFlow: the export (`jobi_tf.export.savedmodel`) builds its SavedModel signatures
 from these names and the clients (`jobi_tf.serving.client`) build and read requests with
 them, so the two cannot drift (tests/test_export.py compares a written export with them).
 

@@ -103,7 +103,7 @@ def random_export(tmp_path_factory):
     """
     from jobi_tf.config import ExportConfig
     from jobi_tf.data.vocab import Vocab
-    from jobi_tf.export import export_saved_model
+    from jobi_tf.export.savedmodel import export_saved_model
     from jobi_tf.models import JoBiModel
 
     built: dict[tuple[str, bool, bool], RandomExport] = {}
@@ -142,6 +142,6 @@ def random_export(tmp_path_factory):
 def pytest_configure(config):
     """Split the CPU into 2 logical devices before TensorFlow starts, so that the mirrored
     strategy runs with 2 replicas on machines without GPUs (tests/test_distribute.py)."""
-    from jobi_tf.distribute import configure_devices
+    from jobi_tf.distributed.strategy import configure_devices
 
     configure_devices(2)

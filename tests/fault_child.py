@@ -24,7 +24,7 @@ import sys
 
 
 def _at_batch(epoch: int, step: int, act) -> None:
-    from jobi_tf.callbacks import StopGuard
+    from jobi_tf.training.callbacks import StopGuard
 
     original = StopGuard.on_train_batch_end
 
@@ -37,7 +37,7 @@ def _at_batch(epoch: int, step: int, act) -> None:
 
 
 def _in_checkpoint(nth: int) -> None:
-    import jobi_tf.checkpoints as checkpoints
+    import jobi_tf.training.checkpoints as checkpoints
 
     write_npz, write_npy = checkpoints._write_npz, checkpoints._write_npy
     seen = {"checkpoints": 0, "arrays": 0}

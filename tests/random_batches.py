@@ -7,7 +7,7 @@ import numpy as np
 
 def sampled_batch(rng: np.random.Generator, e: int = 12, r: int = 3, b: int = 4, k: int = 5) -> dict[str, np.ndarray]:
     """Features of ``b`` random positives with ``k`` per-triple candidates each, as
-    `jobi_tf.sampling.NegativeSampler` gives them (one coin per candidate)."""
+    `jobi_tf.sampling.pipelines.NegativeSampler` gives them (one coin per candidate)."""
     triples = np.stack([rng.integers(e, size=b), rng.integers(r, size=b), rng.integers(e, size=b)], 1).astype(np.int32)
     cand = rng.integers(e, size=(b, k)).astype(np.int32)
     tail = rng.random((b, k)) < 0.5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from jobi_tf.data.index import KGIndex
-from jobi_tf.types import HEAD, RELATION, TAIL
+from jobi_tf.runtime.types import HEAD, RELATION, TAIL
 
 
 def pair_labels(index: KGIndex, relations, entities, corrupt_tail) -> np.ndarray:

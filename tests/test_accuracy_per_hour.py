@@ -157,7 +157,7 @@ def test_a_validated_model_is_freed_at_once():
     import weakref
 
     from jobi_tf.models import JoBiModel
-    from jobi_tf.types import RANK_METRICS
+    from jobi_tf.runtime.types import RANK_METRICS
 
     built = []
 
@@ -184,7 +184,7 @@ def test_answer_parts_of_a_replicated_graph_recombine_into_the_whole_test_metric
     copied-answer parts rank every test query once: their counts add up to the run's, and
     their count-weighted MRR and Hits@10 are the run's own. Elsewhere: no parts."""
     from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
-    from jobi_tf.training import load_data, train
+    from jobi_tf.training.trainer import load_data, train
 
     rng = np.random.default_rng(0)
     labels = [f"hub{i}" for i in range(4)] + [f"e{i}#{k}" for i in range(12) for k in range(2)]

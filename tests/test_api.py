@@ -10,7 +10,7 @@ import pytest
 
 import jobi_tf
 from jobi_tf.config import DataConfig
-from jobi_tf.errors import ConfigError, DatasetFormatError, JobiError
+from jobi_tf.runtime.errors import ConfigError, DatasetFormatError, JobiError
 
 FAST = {"dim": 8, "epochs": 1, "eval_every": 1, "batch_size": 500, "neg": 10, "lr": 0.01}
 
@@ -96,7 +96,7 @@ def test_predict_heads_by_name(run, data):
 
 def test_evaluate_given_triples_uses_the_filtered_protocol(run, data):
     triples = data.triples("test")[:50]
-    from jobi_tf.evaluation import FilteredEvaluator
+    from jobi_tf.evaluation.ranking import FilteredEvaluator
 
     expected = FilteredEvaluator(data.index).metrics_from_ranks(
         FilteredEvaluator(data.index).ranks(run.model, data.index.test[:50])
@@ -105,7 +105,7 @@ def test_evaluate_given_triples_uses_the_filtered_protocol(run, data):
 
 
 def test_relation_prediction_of_a_run(run, data):
-    from jobi_tf.evaluation import FilteredEvaluator
+    from jobi_tf.evaluation.ranking import FilteredEvaluator
 
     expected = FilteredEvaluator(data.index).relation_metrics(run.model, "valid")
     assert run.evaluate_relations("valid")["mrr"] == pytest.approx(expected["mrr"])

@@ -1,4 +1,4 @@
-"""`BatchPlan` and `jobi_tf.features`: the sampler writes what the plan promises, and a model or a
+"""`BatchPlan` and `jobi_tf.sampling.features`: the sampler writes what the plan promises, and a model or a
 pipeline that disagrees with the plan is refused when the run is built."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from jobi_tf import features as F
 from jobi_tf import regimes
-from jobi_tf.batch_plan import BatchPlan
 from jobi_tf.config import RunConfig, SamplerConfig, with_settings
 from jobi_tf.models import JoBiModel
-from jobi_tf.negatives import NegativeSampler
-from jobi_tf.objectives import K_VS_ALL, ONE_VS_ALL, REGIME_NAMES, SAMPLED
-from jobi_tf.sampling import triple_batches
+from jobi_tf.models.objectives import K_VS_ALL, ONE_VS_ALL, REGIME_NAMES, SAMPLED
+from jobi_tf.sampling import features as F
+from jobi_tf.sampling.batch_plan import BatchPlan
+from jobi_tf.sampling.negatives import NegativeSampler
+from jobi_tf.sampling.pipelines import triple_batches
 
 LAYOUTS = {
     "per triple, a side per negative": dict(shared_negatives=0, corrupt_side="per-negative"),
@@ -93,7 +93,8 @@ def test_a_feature_is_its_key():
 
 
 def test_regimes_are_found_in_their_folder_and_every_loss_has_one():
-    from jobi_tf import losses, plugins
+    from jobi_tf import losses
+    from jobi_tf.runtime import plugins
 
     assert set(regimes.names()) == set(REGIME_NAMES) == set(regimes.REGIMES)
     assert all(regimes.get(n).name == n for n in regimes.names())

@@ -11,10 +11,19 @@ import tensorflow as tf
 from click.testing import CliRunner
 from jobi_tf.cli.main import main
 
-from jobi_tf.calibration import ISOTONIC_EPS, Calibration, _rectangular, brier, corrupt, ece, fit_isotonic, fit_platt
 from jobi_tf.config import ExportConfig
-from jobi_tf.export import export_saved_model
-from jobi_tf.served_tables import interpolate
+from jobi_tf.evaluation.calibration import (
+    ISOTONIC_EPS,
+    Calibration,
+    _rectangular,
+    brier,
+    corrupt,
+    ece,
+    fit_isotonic,
+    fit_platt,
+)
+from jobi_tf.export.savedmodel import export_saved_model
+from jobi_tf.export.served_tables import interpolate
 
 
 def _isotonic_reference(y: np.ndarray, w: np.ndarray) -> np.ndarray:

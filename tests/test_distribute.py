@@ -8,11 +8,11 @@ import tensorflow as tf
 
 from jobi_tf.config import RunConfig, SamplerConfig, with_settings
 from jobi_tf.config.checks import check_placement
-from jobi_tf.distribute import configure_devices, is_chief, make_strategy
-from jobi_tf.errors import ConfigError, JobiError
+from jobi_tf.distributed.strategy import configure_devices, is_chief, make_strategy
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import make_optimizer
-from jobi_tf.sampling import make_train_dataset
+from jobi_tf.runtime.errors import ConfigError, JobiError
+from jobi_tf.sampling.pipelines import make_train_dataset
 
 
 def _batch(index, shared_negatives: int, pair_every: int = 1, biased_chunk: int = 0) -> dict[str, np.ndarray]:
@@ -175,7 +175,7 @@ def test_a_lone_process_is_the_chief(mirrored):
 
 def test_train_runs_under_the_mirrored_strategy_and_writes_its_run_folder(tmp_path, mirrored):
     from jobi_tf.config import DataConfig, DistributeConfig, TrainConfig
-    from jobi_tf.training import train
+    from jobi_tf.training.trainer import train
 
     cfg = RunConfig(
         data=DataConfig(dataset="synthetic", synthetic_entities=200, synthetic_relations=6, synthetic_triples=2000),
@@ -197,7 +197,7 @@ def test_train_runs_mirrored_with_biased_chunks_and_pair_every_or_refuses_in_one
     """A mirrored JoBi run whose replicas each get whole runs of biased negatives and whole
     pair rows trains; one whose runs straddle the replicas is refused before anything is written."""
     from jobi_tf.config import DataConfig, DistributeConfig, TrainConfig
-    from jobi_tf.training import train
+    from jobi_tf.training.trainer import train
 
     data = DataConfig(dataset="synthetic", synthetic_entities=200, synthetic_relations=6, synthetic_triples=2000)
     cfg = with_settings(

@@ -166,7 +166,7 @@ def resolved_config(command: str, raw: dict | None = None, raw_name: str = "") -
     from jobi_tf.cli.train import config_from_command
 
     from jobi_tf import regimes
-    from jobi_tf.grid import load_spec
+    from jobi_tf.training.grid import load_spec
 
     kind, argv = _argv(command)
     if kind == "train":
@@ -207,13 +207,13 @@ def recorded_config(raw: dict) -> dict | None:
 
 def _before_the_field(dataset: str) -> dict:
     """What a run did before a setting existed: the paper's settings (the defaults then,
-    `jobi_tf.presets.PAPER_SETTINGS`) with every later setting off."""
+    `jobi_tf.training.presets.PAPER_SETTINGS`) with every later setting off."""
     return resolved_config(f"jobi-tf train --preset paper --dataset {shlex.quote(dataset)}")
 
 
 def _samples(loss: str) -> bool:
     from jobi_tf import regimes
-    from jobi_tf.objectives import SAMPLED
+    from jobi_tf.models.objectives import SAMPLED
 
     return regimes.regime_of(loss).name == SAMPLED
 

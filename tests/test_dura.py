@@ -13,8 +13,8 @@ from random_batches import sampled_batch
 import jobi_tf
 from jobi_tf import regimes
 from jobi_tf.config import REGULARIZERS, ModelConfig, RunConfig, TrainConfig
-from jobi_tf.errors import ConfigError
 from jobi_tf.models import JoBiModel
+from jobi_tf.runtime.errors import ConfigError
 
 
 def _squared_moduli(model: str, x: np.ndarray) -> np.ndarray:

@@ -7,10 +7,10 @@ import pytest
 
 from jobi_tf.config import EvalConfig
 from jobi_tf.data.index import KGIndex
-from jobi_tf.errors import ConfigError
-from jobi_tf.evaluation import FilteredEvaluator, Ranks, rank_metrics
+from jobi_tf.evaluation.ranking import FilteredEvaluator, Ranks, rank_metrics
 from jobi_tf.models import JoBiModel
-from jobi_tf.types import SPLITS
+from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.runtime.types import SPLITS
 
 E, R, DIM = 30, 4, 3
 MODELS = ("distmult", "complex", "simple")

@@ -18,9 +18,9 @@ from jobi_tf.serving.contract import SIGNATURES
 
 from jobi_tf.api import load_run
 from jobi_tf.config import DataConfig, ExportConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
-from jobi_tf.errors import ExportError
-from jobi_tf.export import export_run, export_saved_model
-from jobi_tf.training import train
+from jobi_tf.export.savedmodel import export_run, export_saved_model
+from jobi_tf.runtime.errors import ExportError
+from jobi_tf.training.trainer import train
 
 MODELS = ("distmult", "complex", "simple")
 
@@ -468,8 +468,8 @@ def test_soft_typed_signatures_also_admit_what_the_pair_head_places_in_the_slot(
 
 
 def test_pair_head_export_needs_typed_and_a_joint_model(random_export, tmp_path):
-    from jobi_tf.errors import ConfigError
     from jobi_tf.models import JoBiModel
+    from jobi_tf.runtime.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--pair-head: needs --typed"):
         ExportConfig(pair_head=True)

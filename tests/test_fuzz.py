@@ -21,7 +21,7 @@ from jobi_tf.cli.main import main
 
 from jobi_tf.data.folder import read_folder_index
 from jobi_tf.data.triples import read_split_folder
-from jobi_tf.errors import JobiError
+from jobi_tf.runtime.errors import JobiError
 
 EXAMPLES = int(os.environ.get("JOBI_TF_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -94,7 +94,7 @@ _VALUES = st.one_of(
 def no_training(monkeypatch):
     """The CLI with training replaced by a stub (for one test function, all its examples):
     accepted flags must not start a run here."""
-    import jobi_tf.training as training
+    import jobi_tf.training.trainer as training
 
     seen = []
 
@@ -144,7 +144,7 @@ _NAMES = st.one_of(
 def loaded(tmp_path_factory):
     from jobi_tf.config import ExportConfig
     from jobi_tf.data.vocab import Vocab
-    from jobi_tf.export import export_saved_model
+    from jobi_tf.export.savedmodel import export_saved_model
     from jobi_tf.models import JoBiModel
 
     entities = Vocab.from_labels(["Berlin", "Brazil", "São Paulo", "is a city", "Germany"])

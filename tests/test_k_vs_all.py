@@ -8,11 +8,11 @@ import tensorflow as tf
 
 from jobi_tf import regimes
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
-from jobi_tf.errors import ConfigError
 from jobi_tf.losses import get as get_objective
 from jobi_tf.losses.k_vs_all import KvsAll
-from jobi_tf.sampling import TrainingQueries, make_query_dataset
-from jobi_tf.training import train
+from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.sampling.pipelines import TrainingQueries, make_query_dataset
+from jobi_tf.training.trainer import train
 
 
 def _reference_queries(train: np.ndarray) -> dict[tuple[int, int, bool], set[int]]:

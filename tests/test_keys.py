@@ -8,7 +8,7 @@ import pytest
 from jobi_tf.config import EvalConfig
 from jobi_tf.data.index import KGIndex
 from jobi_tf.data.keys import pack, sorted_contains
-from jobi_tf.evaluation import FilteredEvaluator
+from jobi_tf.evaluation.ranking import FilteredEvaluator
 from jobi_tf.models import JoBiModel
 
 E, R = 1_900_000, 3_247  # E * R > 2**31: an int32 key wraps

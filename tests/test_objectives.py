@@ -11,9 +11,9 @@ from jobi_tf.losses import get as get_objective
 from jobi_tf.losses.full_softmax import FullSoftmax
 from jobi_tf.losses.sampled_softmax import SampledSoftmax
 from jobi_tf.models import JoBiModel, get_scorer
+from jobi_tf.models.objectives import Objective, PairBCE, RelationPrediction, ScoredBatch
 from jobi_tf.models.scorers import heads_against_own_rows
-from jobi_tf.objectives import Objective, PairBCE, RelationPrediction, ScoredBatch
-from jobi_tf.runtime import cpu_has_native_bfloat16
+from jobi_tf.runtime.tf_settings import cpu_has_native_bfloat16
 
 
 class MarginRanking(Objective):

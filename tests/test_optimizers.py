@@ -10,7 +10,6 @@ import pytest
 import tensorflow as tf
 
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
-from jobi_tf.errors import ConfigError
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import (
     LAZY_MIN_ROWS,
@@ -21,8 +20,9 @@ from jobi_tf.optimizers import (
     choose_optimizer,
     make_optimizer,
 )
-from jobi_tf.sampling import make_train_dataset
-from jobi_tf.training import train
+from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.sampling.pipelines import make_train_dataset
+from jobi_tf.training.trainer import train
 
 LR, B1, B2, EPS = 0.01, 0.9, 0.999, 1e-7
 ROWS, WIDTH = 12, 3

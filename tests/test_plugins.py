@@ -1,4 +1,5 @@
-"""`jobi_tf.plugins`: a folder's modules that bind the kind's attribute are its choices, read without imports."""
+"""`jobi_tf.runtime.plugins`: a folder's modules that bind the kind's attribute are its choices,
+read without imports."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from jobi_tf import plugins
 from jobi_tf.config import RunConfig, TrainConfig
-from jobi_tf.errors import ConfigError
+from jobi_tf.runtime import plugins
+from jobi_tf.runtime.errors import ConfigError
 
 
 def test_every_kind_lists_its_folder_and_skips_helper_modules():

@@ -266,7 +266,7 @@ def _comparable(metrics: dict) -> dict:
 
 def epoch_losses(run_dir: Path) -> dict[str, list[float]]:
     """Every epoch's training losses, ``{"loss/triple": [epoch 1, 2, ...], ...}``, read from the
-    run's TensorBoard events (`jobi_tf.summaries`): ``metrics.json`` keeps only the epochs
+    run's TensorBoard events (`jobi_tf.training.summaries`): ``metrics.json`` keeps only the epochs
     that were validated, and the first epoch's losses are the tightest check there is."""
     import tensorflow as tf
 
@@ -300,7 +300,7 @@ def _in_process_cluster(workers: int, ps: int) -> list:
 
     import tensorflow as tf
 
-    from jobi_tf.ps_training import server_config
+    from jobi_tf.distributed.ps_training import server_config
 
     socks = [socket.socket() for _ in range(1 + workers + ps)]
     for s in socks:

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jobi_tf.checkpoints import load_checkpoint, save_checkpoint
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
-from jobi_tf.errors import JobiError, TrainingStopped
-from jobi_tf.runlock import RunLock, RunLockedError
-from jobi_tf.training import build_model, make_optimizer, train
+from jobi_tf.runtime.errors import JobiError, TrainingStopped
+from jobi_tf.runtime.runlock import RunLock, RunLockedError
+from jobi_tf.training.checkpoints import load_checkpoint, save_checkpoint
+from jobi_tf.training.trainer import build_model, make_optimizer, train
 
 FAULT_CHILD = Path(__file__).resolve().parent / "fault_child.py"
 #: jobi-tf's arguments: 3 batches of 500 positives per epoch, validation (and a
@@ -142,7 +142,7 @@ def test_nan_loss_stops_naming_epoch_and_step_and_writes_no_nan_weights(tmp_path
 
 def test_a_checkpoint_with_nan_weights_is_refused_and_the_previous_kept(tmp_path):
     cfg = _cfg(epochs=1)
-    from jobi_tf.training import load_data
+    from jobi_tf.training.trainer import load_data
 
     _, _, index = load_data(cfg)
     model = build_model(index, cfg)
@@ -166,7 +166,7 @@ def test_a_full_or_read_only_disk_fails_clearly_and_keeps_the_previous_checkpoin
     train(cfg, tmp_path / "run", verbose=0)
     path = tmp_path / "run" / "checkpoint.npz"
     before = path.read_bytes()
-    import jobi_tf.checkpoints as checkpoints
+    import jobi_tf.training.checkpoints as checkpoints
 
     def failing_fsync(fd):
         raise OSError(code, os.strerror(code))
@@ -233,7 +233,7 @@ def test_a_run_stopped_mid_epoch_resumes_at_that_batch(tmp_path, monkeypatch, ca
     step 4) and the resumed run finishes that epoch from batch 5, ending exactly where an
     uninterrupted run ends (every batch is a function of (seed, global step)). Its progress
     says where it resumed and counts epochs to the run's 3, not to the interrupted one's."""
-    from jobi_tf.training import StopGuard
+    from jobi_tf.training.trainer import StopGuard
 
     straight = train(_cfg(batch_size=40, epochs=3), tmp_path / "straight", verbose=0).metrics
     original = StopGuard.on_train_batch_end
@@ -259,7 +259,7 @@ def test_checkpoint_steps_bound_what_a_crash_loses_and_the_rerun_ends_like_an_un
     """With ``--checkpoint-steps 2`` a crash at epoch 2, step 5 (no handler runs) leaves the
     checkpoint of step 4; the rerun (which may save on another cadence) resumes there and
     ends exactly where an uninterrupted run ends."""
-    from jobi_tf.training import StopGuard
+    from jobi_tf.training.trainer import StopGuard
 
     straight = train(_cfg(batch_size=40, epochs=3), tmp_path / "straight", verbose=0).metrics
     original = StopGuard.on_train_batch_end
@@ -300,10 +300,10 @@ def test_steps_per_execution_trains_the_same_steps_and_a_stop_resumes_at_a_call_
     call does not run into the next epoch) trains exactly the batches of one step per call; a
     signal in epoch 2 takes effect at the end of the call in flight (step 10), and the resumed
     run ends like the uninterrupted one."""
-    from jobi_tf.training import StopGuard
+    from jobi_tf.training.trainer import StopGuard
 
     straight = train(_cfg(batch_size=20, epochs=3), tmp_path / "straight", verbose=0).metrics
-    with caplog.at_level("INFO", logger="jobi_tf.callbacks"):
+    with caplog.at_level("INFO", logger="jobi_tf.training.callbacks"):
         grouped = train(_cfg(batch_size=20, epochs=3, steps_per_execution=5), tmp_path / "grouped", verbose=0).metrics
     counted = [int(r.getMessage().split()[2]) for r in caplog.records if " steps in " in r.getMessage()]
     assert counted == [12, 12, 12]  # every epoch's steps, none borrowed from the next
@@ -336,7 +336,7 @@ def test_steps_per_execution_trains_the_same_steps_and_a_stop_resumes_at_a_call_
 def test_periodic_checkpoints_are_taken_when_a_call_of_several_steps_passes_the_mark(tmp_path, caplog):
     """With calls of 5 steps, ``--checkpoint-steps 4`` saves at the first call end past each
     multiple of 4 inside an epoch of 12 (steps 5 and 10), recording the step reached."""
-    with caplog.at_level("INFO", logger="jobi_tf.callbacks"):
+    with caplog.at_level("INFO", logger="jobi_tf.training.callbacks"):
         train(_cfg(batch_size=20, epochs=1, steps_per_execution=5, checkpoint_steps=4), tmp_path / "run", verbose=0)
     written = [r.getMessage() for r in caplog.records if "checkpoint written" in r.getMessage()]
     assert written == ["epoch 1, step 5: checkpoint written", "epoch 1, step 10: checkpoint written"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from jobi_tf.runtime import (
+from jobi_tf.runtime.tf_settings import (
     ALLOCATOR_VARIABLE,
     HUGE_PAGES_TUNABLE,
     HUGE_PAGES_VARIABLE,
@@ -42,7 +42,7 @@ from jobi_tf.config import SamplerConfig
 from jobi_tf.data.index import build_index
 from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg
 from jobi_tf.models import JoBiModel
-from jobi_tf.sampling import make_train_dataset
+from jobi_tf.sampling.pipelines import make_train_dataset
 
 spec = SyntheticSpec(num_entities=15000, num_relations=20, num_triples=30000, num_types=6, seed=1)
 _, _, index = build_index(make_typed_kg(spec), "synthetic")
@@ -124,7 +124,7 @@ def test_the_pool_removes_the_faults_of_the_default_allocator():
 
 
 def test_startup_filter_drops_only_the_gpu_probe_lines(capfd):
-    from jobi_tf.runtime import _startup_lines_filtered
+    from jobi_tf.runtime.tf_settings import _startup_lines_filtered
 
     noise = (
         "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
@@ -150,7 +150,7 @@ def test_a_plain_train_prints_no_gpu_probe_lines(tmp_path):
 
 _HUGE_PAGE_PROBE = """
 import json, os, sys
-from jobi_tf.runtime import restart_with_huge_pages
+from jobi_tf.runtime.tf_settings import restart_with_huge_pages
 restart_with_huge_pages([sys.executable, *sys.orig_argv[1:]])
 import ctypes
 libc = ctypes.CDLL(None)
@@ -200,7 +200,7 @@ def test_huge_pages_environment_keeps_the_users_choices():
 def test_the_console_script_restarts_with_its_own_arguments(monkeypatch):
     import jobi_tf.cli.main as cli_main
 
-    import jobi_tf.runtime as runtime
+    import jobi_tf.runtime.tf_settings as runtime
 
     seen = {}
     monkeypatch.setattr(runtime, "restart_with_huge_pages", lambda argv: seen.setdefault("argv", argv))
@@ -242,13 +242,13 @@ def _cpuinfo(tmp_path: Path, extra: str) -> str:
     [("", False), (" avx512f avx512_bf16", True), (" amx_bf16 amx_tile", True), (" avx512f avx512bw", False)],
 )
 def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path, extra, expected):
-    from jobi_tf.runtime import cpu_has_native_bfloat16
+    from jobi_tf.runtime.tf_settings import cpu_has_native_bfloat16
 
     assert cpu_has_native_bfloat16(_cpuinfo(tmp_path, extra)) is expected
 
 
 def test_native_bfloat16_is_unknown_without_cpuinfo(tmp_path):
-    from jobi_tf.runtime import cpu_has_native_bfloat16
+    from jobi_tf.runtime.tf_settings import cpu_has_native_bfloat16
 
     assert cpu_has_native_bfloat16(str(tmp_path / "missing")) is None
     (tmp_path / "no-flags").write_text("processor\t: 0\n")
@@ -261,10 +261,10 @@ def test_native_bfloat16_is_unknown_without_cpuinfo(tmp_path):
 )
 def test_bfloat16_products_on_a_cpu_without_them_warn_in_one_line(tmp_path, caplog, dtype, extra, warns):
     from jobi_tf.config import RunConfig, with_settings
-    from jobi_tf.training import _check_matmul_dtype
+    from jobi_tf.training.trainer import _check_matmul_dtype
 
     cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": dtype})
-    with caplog.at_level("WARNING", logger="jobi_tf.training"):
+    with caplog.at_level("WARNING", logger="jobi_tf.training.trainer"):
         assert _check_matmul_dtype(cfg, _cpuinfo(tmp_path, extra)) is warns
     lines = [r.getMessage() for r in caplog.records]
     if warns:
@@ -285,8 +285,8 @@ def test_bfloat16_products_on_a_cpu_without_them_warn_in_one_line(tmp_path, capl
 )
 def test_matmul_dtype_auto_follows_the_cpu_flags(tmp_path, caplog, extra, jit, chosen):
     from jobi_tf.config import RunConfig, with_settings
-    from jobi_tf.runtime import choose_matmul_dtype
-    from jobi_tf.training import _check_matmul_dtype, _resolve_matmul_dtype
+    from jobi_tf.runtime.tf_settings import choose_matmul_dtype
+    from jobi_tf.training.trainer import _check_matmul_dtype, _resolve_matmul_dtype
 
     cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": "auto", "jit_compile": jit})
     cpuinfo = _cpuinfo(tmp_path, extra)
@@ -294,12 +294,12 @@ def test_matmul_dtype_auto_follows_the_cpu_flags(tmp_path, caplog, extra, jit, c
     assert choose_matmul_dtype("auto", jit, True, cpuinfo) == "float32"  # not measured on a GPU
     resolved = _resolve_matmul_dtype(cfg, cpuinfo)
     assert resolved.train.matmul_dtype == chosen  # what config.json records
-    with caplog.at_level("WARNING", logger="jobi_tf.training"):
+    with caplog.at_level("WARNING", logger="jobi_tf.training.trainer"):
         assert _check_matmul_dtype(resolved, cpuinfo) is False  # auto never picks the slow product
 
 
 def test_matmul_dtype_given_is_kept_whatever_the_cpu(tmp_path):
-    from jobi_tf.runtime import choose_matmul_dtype
+    from jobi_tf.runtime.tf_settings import choose_matmul_dtype
 
     for dtype in ("float32", "bfloat16"):
         assert choose_matmul_dtype(dtype, False, False, _cpuinfo(tmp_path, "")) == dtype

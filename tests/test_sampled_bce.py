@@ -13,9 +13,9 @@ from random_batches import sampled_batch
 import jobi_tf
 from jobi_tf import regimes
 from jobi_tf.config import LOSSES, RunConfig, TrainConfig
-from jobi_tf.errors import ConfigError
 from jobi_tf.losses.sampled_bce import SampledBCE
 from jobi_tf.models import JoBiModel
+from jobi_tf.runtime.errors import ConfigError
 
 
 def _numpy_logits(model: str, ent: np.ndarray, rel: np.ndarray, x: dict) -> np.ndarray:

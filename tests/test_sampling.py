@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 from references import pair_labels
 
-from jobi_tf import negatives
 from jobi_tf.config import SamplerConfig
-from jobi_tf.errors import ConfigError
-from jobi_tf.sampling import NegativeSampler, make_train_dataset, steps_per_epoch
+from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.sampling import negatives
+from jobi_tf.sampling.pipelines import NegativeSampler, make_train_dataset, steps_per_epoch
 
 
 def _pools(index):
@@ -572,7 +572,7 @@ def test_the_training_stream_runs_without_tf_data_autotuning(small_typed_index):
     the end of every `fit` with TensorFlow 2.21), so the stream fixes its own parallelism."""
     import os
 
-    from jobi_tf.sampling import usable_cores
+    from jobi_tf.sampling.pipelines import usable_cores
 
     ds = make_train_dataset(small_typed_index, SamplerConfig(shared_negatives=0, batch_size=8, neg=4), epochs=1)
     assert ds.options().autotune.enabled is False

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from jobi_tf.optimizers import LazyAdagrad, LazyAdam
-from jobi_tf.sharding import (
+from jobi_tf.distributed.sharding import (
     INIT_CHUNK_ROWS,
     ShardedLazyAdagrad,
     ShardedLazyAdam,
@@ -18,6 +17,7 @@ from jobi_tf.sharding import (
     glorot_blocks,
     make_sharded_optimizer,
 )
+from jobi_tf.optimizers import LazyAdagrad, LazyAdam
 
 
 @pytest.mark.parametrize("num_shards", [1, 2, 3, 7])

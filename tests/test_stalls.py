@@ -1,4 +1,4 @@
-"""A run that has not started to learn says so (`jobi_tf.stalls`): one line per stalled epoch,
+"""A run that has not started to learn says so (`jobi_tf.training.stalls`): one line per stalled epoch,
 ``warnings`` in ``metrics.json``, and ``--first-check-steps`` early in the first epoch."""
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from jobi_tf import stalls
-from jobi_tf.callbacks import LoopState, StopGuard
 from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 from jobi_tf.losses.full_softmax import FullSoftmax
 from jobi_tf.losses.k_vs_all import KvsAll
 from jobi_tf.losses.sampled_softmax import SampledSoftmax
-from jobi_tf.stalls import FirstCheck, StallCheck, chance_bound, chance_mrr
-from jobi_tf.training import load_data, train
+from jobi_tf.training import stalls
+from jobi_tf.training.callbacks import LoopState, StopGuard
+from jobi_tf.training.stalls import FirstCheck, StallCheck, chance_bound, chance_mrr
+from jobi_tf.training.trainer import load_data, train
 
 #: A 1-vs-all run (kbc's recipe in small) that cannot move: the learning rate is 1e-12.
 STALLED = dict(lr=1e-12, init="table-glorot", regularization=0.05)
@@ -51,7 +51,9 @@ def _cfg(lr: float, init: str, regularization: float, epochs: int = 1, **train_k
 
 
 def _stall_lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "jobi_tf.stalls" and r.levelno == logging.WARNING]
+    return [
+        r.getMessage() for r in caplog.records if r.name == "jobi_tf.training.stalls" and r.levelno == logging.WARNING
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -253,6 +255,8 @@ def test_the_command_line_prints_the_stall_line_on_stderr(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if "has not started to learn" in line]
-    assert len(lines) == 1 and lines[0].startswith("WARNING jobi_tf.stalls: epoch 1 ended at a uniform softmax")
+    assert len(lines) == 1 and lines[0].startswith(
+        "WARNING jobi_tf.training.stalls: epoch 1 ended at a uniform softmax"
+    )
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert [w["epoch"] for w in summary["warnings"]] == [1]

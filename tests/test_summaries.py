@@ -10,8 +10,8 @@ import tensorflow as tf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
-from jobi_tf.summaries import HPARAM_METRICS
-from jobi_tf.training import train
+from jobi_tf.training.summaries import HPARAM_METRICS
+from jobi_tf.training.trainer import train
 
 
 def _cfg(joint: bool, reciprocal: bool = False) -> RunConfig:
@@ -98,8 +98,8 @@ def test_hparams_show_the_dataset_name_not_a_path(tmp_path):
 
 
 def test_projector_of_a_large_graph_shows_its_most_frequent_entities(tmp_path, monkeypatch):
-    from jobi_tf import summaries
     from jobi_tf.models import JoBiModel
+    from jobi_tf.training import summaries
 
     monkeypatch.setattr(summaries, "PROJECTOR_MAX_ENTITIES", 3)
     model = JoBiModel(num_entities=6, num_relations=2, model="distmult", dim=2)

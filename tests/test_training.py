@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from jobi_tf.api import load_run
-from jobi_tf.checkpoints import load_checkpoint
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
-from jobi_tf.errors import CheckpointMismatchError, DatasetFormatError
-from jobi_tf.training import build_model, load_data, make_optimizer, train
+from jobi_tf.runtime.errors import CheckpointMismatchError, DatasetFormatError
+from jobi_tf.training.checkpoints import load_checkpoint
+from jobi_tf.training.trainer import build_model, load_data, make_optimizer, train
 
 
 def _cfg(epochs=2, joint=True, **train_kw) -> RunConfig:
@@ -114,7 +114,7 @@ def test_full_softmax_joint_training_runs(tmp_path):
 def test_checkpoint_files_are_npz_even_when_written_in_row_blocks(tmp_path, monkeypatch):
     import keras
 
-    import jobi_tf.checkpoints as checkpoints
+    import jobi_tf.training.checkpoints as checkpoints
 
     monkeypatch.setattr(checkpoints, "_ROWS_PER_BLOCK", 3)  # 7 rows: blocks of 3, 3, 1
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(7), keras.layers.Dense(1)])
@@ -129,7 +129,7 @@ def test_weights_and_checkpoints_load_back_in_row_blocks(tmp_path, monkeypatch):
     """Tables longer than a block are read back a block of rows at a time, exactly."""
     import keras
 
-    import jobi_tf.checkpoints as checkpoints
+    import jobi_tf.training.checkpoints as checkpoints
     from jobi_tf.models import JoBiModel
 
     monkeypatch.setattr(checkpoints, "_ROWS_PER_BLOCK", 3)  # 10 entities: blocks of 3, 3, 3, 1
@@ -171,7 +171,7 @@ def test_weights_and_checkpoints_load_back_in_row_blocks(tmp_path, monkeypatch):
 def test_throughput_is_the_epoch_mean_and_the_median_window(monkeypatch):
     """100 steps of 10 positives, 0.1 s each except 10 slow ones of 1.1 s: mean 10 / 0.2 = 50 /s;
     windows of 10 steps, the first (compilation) left out: 9 at 100 /s, so the median is 100."""
-    import jobi_tf.callbacks as training
+    import jobi_tf.training.callbacks as training
 
     clock = iter(np.cumsum([0.0] + [1.1 if i in range(20, 30) else 0.1 for i in range(100)]))
     monkeypatch.setattr(training.time, "perf_counter", lambda: float(next(clock)))

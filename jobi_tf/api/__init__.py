@@ -10,8 +10,8 @@ Everything the CLI does, from Python, without reading internal modules::
     run.predict_tails("/m/02mjmr", "/people/person/nationality", k=5)
     run = jobi_tf.load_run(run.path)                  # later, from the run folder alone
 
-A `Run` is a run folder (`jobi_tf.runs.RunFolder`) with its model loaded. Predictions go
-through the export's `jobi_tf.scorer_module.TripleScorerModule`, so Python and TensorFlow Serving
+A `Run` is a run folder (`jobi_tf.runtime.runs.RunFolder`) with its model loaded. Predictions go
+through the export's `jobi_tf.export.scorer_module.TripleScorerModule`, so Python and TensorFlow Serving
 answer with the same code. Errors name the config field (``batch_size``), not a CLI flag.
 """
 
@@ -27,9 +27,9 @@ from jobi_tf.api.data import SYNTHETIC, Dataset, load_dataset, python_errors
 from jobi_tf.api.run import Embeddings, Run, load_run
 from jobi_tf.config import DataConfig, RunConfig, with_settings
 from jobi_tf.data.triples import write_triples
-from jobi_tf.presets import apply_preset
-from jobi_tf.runs import RunFolder
-from jobi_tf.types import SPLITS
+from jobi_tf.runtime.runs import RunFolder
+from jobi_tf.runtime.types import SPLITS
+from jobi_tf.training.presets import apply_preset
 
 __all__ = ["Dataset", "Embeddings", "Run", "load_dataset", "train", "train_from_config", "load_run"]
 
@@ -51,7 +51,7 @@ def train(
 
     Args:
         data: a `Dataset`, or anything `load_dataset` takes.
-        model: the scorer (``complex``, ``distmult``, ``simple``); unset: ``config``'s.
+        model: the scorer (``complex``, ``distmult``, ``simple``, ``tucker``); unset: ``config``'s.
         dim: its size (components per part); unset: ``config``'s.
         joint: JoBi's pair head (``joint=True, p=0.3`` is JoBi); unset: ``config``'s.
         p: the share of biased negatives; unset: ``config``'s.
@@ -59,7 +59,7 @@ def train(
             so `load_run` can read it later: its path is ``Run.path``). An existing
             folder of the same run resumes it.
         config: a full `RunConfig` to start from (its ``data`` is replaced by ``data``).
-        preset: a named recipe (`jobi_tf.presets.PRESETS`, e.g. ``"kbc"``, with its settings
+        preset: a named recipe (`jobi_tf.training.presets.PRESETS`, e.g. ``"kbc"``, with its settings
             for the named dataset) applied to ``config``; the settings given here win over it.
         verbose: Keras's progress output (0 silent, 1 a bar, 2 one line per epoch).
         **settings: any other field of the run's config by name: ``epochs``, ``batch_size``,
@@ -97,7 +97,7 @@ def train_from_config(
     print MRR would double the memory). A worker of a multi-worker cluster that is not the
     chief writes nothing and gets its own progress only: no ``"test"`` key.
 
-    Errors are `jobi_tf.errors.ConfigError`s naming the config field; the CLI names the flag.
+    Errors are `jobi_tf.runtime.errors.ConfigError`s naming the config field; the CLI names the flag.
 
     Args:
         config: the run; its ``data`` says which graph, unless ``data`` is given.
@@ -106,7 +106,7 @@ def train_from_config(
             Keras choose).
         data: the graph ``config.data`` names, already loaded.
     """
-    from jobi_tf.training import train as train_run
+    from jobi_tf.training.trainer import train as train_run
 
     loaded = None if data is None else (data.entities, data.relations, data.index)
     return train_run(config, run_dir, verbose=verbose, data=loaded).metrics

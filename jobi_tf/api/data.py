@@ -14,8 +14,8 @@ import numpy as np
 from jobi_tf.config import DataConfig
 from jobi_tf.data.index import KGIndex, build_index
 from jobi_tf.data.vocab import Vocab
-from jobi_tf.errors import ConfigError, DatasetFormatError, JobiError
-from jobi_tf.types import SPLITS
+from jobi_tf.runtime.errors import ConfigError, DatasetFormatError, JobiError
+from jobi_tf.runtime.types import SPLITS
 
 __all__ = ["Dataset", "load_dataset", "python_errors", "SYNTHETIC"]
 
@@ -88,7 +88,7 @@ def load_dataset(
         seed: the synthetic graph's seed.
     """
     from jobi_tf.datasets import NAMES
-    from jobi_tf.loading import load_index
+    from jobi_tf.datasets.loading import load_index
 
     if isinstance(source, Mapping):
         return _from_triples(source)

@@ -1,7 +1,7 @@
 """`Run` and `load_run`: a trained run as an object: evaluate, ask top-k by name, export.
 
-A `Run` is a run folder (`jobi_tf.runs.RunFolder`) with its model loaded. Predictions go
-through the export's `jobi_tf.scorer_module.TripleScorerModule`, so Python and TensorFlow
+A `Run` is a run folder (`jobi_tf.runtime.runs.RunFolder`) with its model loaded. Predictions go
+through the export's `jobi_tf.export.scorer_module.TripleScorerModule`, so Python and TensorFlow
 Serving answer with the same code.
 """
 
@@ -17,8 +17,8 @@ import numpy as np
 
 from jobi_tf.api.data import Dataset, load_dataset, python_errors
 from jobi_tf.config import EvalConfig, ExportConfig, RunConfig
-from jobi_tf.errors import JobiError
-from jobi_tf.runs import RunFolder
+from jobi_tf.runtime.errors import JobiError
+from jobi_tf.runtime.runs import RunFolder
 
 __all__ = ["Run", "Embeddings", "Answers", "load_run"]
 
@@ -121,8 +121,8 @@ class Run:
         return self.evaluator(eval_config).relation_metrics(self.model, split)
 
     def evaluator(self, eval_config: EvalConfig | None = None, rank_type: str | None = None):
-        """The `jobi_tf.evaluation.FilteredEvaluator` over the run's data (one per setting)."""
-        from jobi_tf.evaluation import FilteredEvaluator
+        """The `jobi_tf.evaluation.ranking.FilteredEvaluator` over the run's data (one per setting)."""
+        from jobi_tf.evaluation.ranking import FilteredEvaluator
 
         cfg = eval_config or self.config.eval
         if rank_type is not None:
@@ -153,8 +153,8 @@ class Run:
     def _scorer(self, filter_known: bool):
         """The export's `TripleScorerModule` over this run's tables (one per filter setting)."""
         if filter_known not in self._scorers:
-            from jobi_tf.export import known_facts
-            from jobi_tf.scorer_module import scorer_module
+            from jobi_tf.export.savedmodel import known_facts
+            from jobi_tf.export.scorer_module import scorer_module
 
             sizes = (len(self._relations), len(self._entities))
             known = known_facts(self.data.index.train, *sizes) if filter_known else (None, None, None)
@@ -217,12 +217,12 @@ class Run:
 
     def export(self, path: str | os.PathLike[str], **export_settings: Any):
         """A SavedModel for TensorFlow Serving in ``path/<version>``: what ``jobi-tf export``
-        writes (`jobi_tf.export.export_run`), the run's calibration included.
+        writes (`jobi_tf.export.savedmodel.export_run`), the run's calibration included.
 
         ``export_settings``: ``version``, ``force``, ``filter_known``, ``typed``, ``pair_head``
         (`ExportConfig`).
         """
-        from jobi_tf.export import export_run
+        from jobi_tf.export.savedmodel import export_run
 
         with python_errors():
             cfg = ExportConfig(**export_settings)

@@ -4,7 +4,7 @@ Field names are the CLI flag names (``batch_size`` ↔ ``--batch-size``), so a b
 reported as the flag the user typed. Defaults are the paper's and its code's, except the
 sampler's and the schedule's: those are the recommended sampled recipe (1000 x 100 negatives
 shared by the batch, biased ones by runs of 10, validation MRR every epoch, patience 10;
-README's first row), and ``--preset paper`` is the paper's (`jobi_tf.presets`). The sections
+README's first row), and ``--preset paper`` is the paper's (`jobi_tf.training.presets`). The sections
 live in `jobi_tf.config.sections`, `jobi_tf.config.sampler` and `jobi_tf.config.distribution`, what a field is made of
 in `jobi_tf.config.fields`; every name is importable from here.
 """
@@ -38,7 +38,7 @@ from jobi_tf.config.sections import (
     SamplerConfig,
     TrainConfig,
 )
-from jobi_tf.errors import ConfigError
+from jobi_tf.runtime.errors import ConfigError
 
 __all__ = [
     "DataConfig",

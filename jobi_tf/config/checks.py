@@ -3,16 +3,16 @@
 A section's ``__post_init__`` checks each field alone (a type, a range, a choice) and the
 sampler's chunks against its own batch; everything that relates settings of different
 sections, or the settings to where the run trains, is here, each as one function whose
-`jobi_tf.errors.ConfigError` names the flag to change in one line:
+`jobi_tf.runtime.errors.ConfigError` names the flag to change in one line:
 
 * `check`: the settings as such: every chosen plug-in's and the regime's (plug-ins
   refuse what they alone know in their own ``check``), ``--pair-every``, ``--reciprocal``.
 * `check_placement`: the settings on ``replicas`` devices: each replica's slice of the batch
-  must hold whole groups of every feature that has a row per group (`jobi_tf.batch_plan`).
+  must hold whole groups of every feature that has a row per group (`jobi_tf.sampling.batch_plan`).
 * `check_parameter_server`: what tables sharded over parameter servers cannot train.
 * `check_memory`: the tables and optimizer slots against this machine's memory.
 
-`check_run` runs them in the order a run needs; `jobi_tf.training.train` calls it before
+`check_run` runs them in the order a run needs; `jobi_tf.training.trainer.train` calls it before
 anything is written.
 """
 
@@ -21,10 +21,11 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from jobi_tf import losses, plugins
-from jobi_tf.batch_plan import BatchPlan
+from jobi_tf import losses
 from jobi_tf.config import RunConfig, TrainConfig
-from jobi_tf.errors import ConfigError
+from jobi_tf.runtime import plugins
+from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.sampling.batch_plan import BatchPlan
 
 __all__ = ["check", "check_run", "check_placement", "check_parameter_server", "check_memory"]
 
@@ -40,7 +41,7 @@ def check_run(cfg: RunConfig, replicas: int = 1, sharded: bool = False) -> None:
 
 def check(cfg: RunConfig) -> None:
     """The run's settings together: each chosen plug-in's own check (loss, regularizer,
-    scorer, optimizer: `jobi_tf.plugins.check_all`), the settings only some regimes read,
+    scorer, optimizer: `jobi_tf.runtime.plugins.check_all`), the settings only some regimes read,
     then what the regime's declarations imply and its own check."""
     plugins.check_all(cfg)
     regime = _regime(cfg)
@@ -82,7 +83,7 @@ def _check_reciprocal_sides(cfg: RunConfig) -> None:
 
 def _check_pair_every(cfg: RunConfig) -> None:
     """The pair head's every n-th positive keeps its chunk's candidates only when n divides
-    every chunk (`jobi_tf.scored_batch.every_nth_positive`)."""
+    every chunk (`jobi_tf.models.scored_batch.every_nth_positive`)."""
     every = cfg.train.pair_every
     if every == 1:
         return
@@ -105,7 +106,7 @@ def check_placement(cfg: RunConfig, replicas: int) -> None:
     replica averages its own slice's loss and the strategy sums the replicas' gradients,
     which equals the global batch's mean only for equal slices. Features with a row per
     group of positives (a chunk's shared negatives, a biased run's, the pair head's every
-    n-th positive: `jobi_tf.batch_plan.BatchPlan.row_units`) split with their positives only
+    n-th positive: `jobi_tf.sampling.batch_plan.BatchPlan.row_units`) split with their positives only
     when a slice holds whole groups. Also: TensorFlow 2.21 fails in a multi-step loop across
     replicas.
     """
@@ -121,7 +122,7 @@ def check_placement(cfg: RunConfig, replicas: int) -> None:
 
 
 def check_parameter_server(cfg: RunConfig) -> None:
-    """Refuse what tables sharded over parameter servers cannot train (`jobi_tf.ps_training`)."""
+    """Refuse what tables sharded over parameter servers cannot train (`jobi_tf.distributed.ps_training`)."""
     if not _regime(cfg).samples_negatives:
         raise ConfigError(
             "loss",

@@ -11,13 +11,13 @@ __all__ = ["DistributeConfig"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DistributeConfig:
-    """Where a run trains (`jobi_tf.distribute`); not part of what must match to resume.
+    """Where a run trains (`jobi_tf.distributed.strategy`); not part of what must match to resume.
 
     Attributes:
         strategy: ``default`` (one device), ``mirrored`` (the GPUs, or logical CPUs, of this
             machine), ``multi-worker`` (the cluster in ``$TF_CONFIG``, tables mirrored) or
             ``parameter-server`` (the cluster in ``$TF_CONFIG``, tables row-sharded over its
-            ``ps`` tasks: `jobi_tf.ps_training`).
+            ``ps`` tasks: `jobi_tf.distributed.ps_training`).
         gpus: comma-separated GPU numbers for ``mirrored`` (None: all).
         logical_cpus: split the CPU into this many devices (0: leave it whole).
         ps_shards: row blocks of the entity table under ``parameter-server`` (0: one per

@@ -2,7 +2,7 @@
 and the one-line checks that name the flag.
 
 The choice lists of ``--model``, ``--optimizer``, ``--loss`` and ``--regularizer`` are the
-plug-in folders' modules (`jobi_tf.plugins`), read without importing them.
+plug-in folders' modules (`jobi_tf.runtime.plugins`), read without importing them.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import dataclasses
 import math
 from typing import Any
 
-from jobi_tf import plugins
-from jobi_tf.errors import ConfigError
+from jobi_tf.runtime import plugins
+from jobi_tf.runtime.errors import ConfigError
 
 __all__ = ["setting", "flag_name", "variant_name", "VARIANTS"]
 
@@ -32,7 +32,7 @@ REGULARIZERS = plugins.names("regularizer")  # the modules of jobi_tf/regularize
 MATMUL_DTYPES = ("float32", "bfloat16")
 #: ``--matmul-dtype`` choices: a dtype, or ``auto`` (chosen from the CPU when the run starts).
 MATMUL_DTYPE_CHOICES = (*MATMUL_DTYPES, "auto")
-STRATEGIES = ("default", "mirrored", "multi-worker", "parameter-server")  # see jobi_tf.distribute
+STRATEGIES = ("default", "mirrored", "multi-worker", "parameter-server")  # see jobi_tf.distributed.strategy
 
 
 #: The paper's ablation names (its Table 4), in the order `variant_name` indexes them.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from jobi_tf.config.fields import CORRUPT_SIDES, _choice, _positive_int, _probability, setting
-from jobi_tf.errors import ConfigError
+from jobi_tf.runtime.errors import ConfigError
 
 __all__ = ["SamplerConfig", "AUTO_BIASED_CHUNK"]
 
@@ -29,7 +29,7 @@ class SamplerConfig:
             training heads/tails instead of all entities (0 = uniform negatives). Per triple
             (``shared_negatives=0``) each negative is biased with probability ``p``; with
             shared negatives exactly ``round(p * neg)`` of each positive's are (its own, or its
-            run's), the rest shared: `jobi_tf.batch_plan.BatchPlan.biased_chance` and
+            run's), the rest shared: `jobi_tf.sampling.batch_plan.BatchPlan.biased_chance` and
             ``biased_count`` name the two.
         shared_negatives: 0 for per-triple negatives (the paper's semantics); C > 0 shares
             the uniform negatives within chunks of C positives, which turns the scoring of
@@ -46,7 +46,7 @@ class SamplerConfig:
             (with ``shared_negatives``) sorts each batch by relation and corrupted side and
             shares the biased negatives within runs of C_b positives of that order, each drawn
             from the training slot of one of the run's positives, picked at random; pair
-            labels are looked up per positive (`jobi_tf.sampling.NegativeSampler`). A cheaper
+            labels are looked up per positive (`jobi_tf.sampling.pipelines.NegativeSampler`). A cheaper
             JoBi step: a run of one relation gets exactly its slot's negatives, shared.
             None (the default) is chosen when the run starts (`resolved`): `AUTO_BIASED_CHUNK`
             where it can be (biased negatives, shared negatives, a chunk it divides, a

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from jobi_tf import plugins
 from jobi_tf.config.fields import (
     INITS,
     LAZY_MIN_ROWS,
@@ -26,7 +25,8 @@ from jobi_tf.config.fields import (
     setting,
 )
 from jobi_tf.config.sampler import AUTO_BIASED_CHUNK, SamplerConfig
-from jobi_tf.errors import ConfigError
+from jobi_tf.runtime import plugins
+from jobi_tf.runtime.errors import ConfigError
 
 __all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "AUTO_BIASED_CHUNK"]
 
@@ -148,7 +148,7 @@ class TrainConfig:
         checkpoint_steps: also checkpoint every this many steps inside an epoch (0: never).
         first_check_steps: after this many steps of the first epoch, validate a fixed sample of
             validation triples and warn if the model has not started to learn
-            (`jobi_tf.stalls.FirstCheck`; 0: never). Why: on a large graph the first epoch's
+            (`jobi_tf.training.stalls.FirstCheck`; 0: never). Why: on a large graph the first epoch's
             end, and its validation, may be an hour away.
         patience: stop after this many validations without a better ``monitor``.
         monitor: the validation metric that picks the best weights and stops the run: ``mrr`` (the
@@ -162,7 +162,7 @@ class TrainConfig:
             picks ``bfloat16`` when the step runs without XLA on a CPU with bfloat16 dot products
             (``avx512_bf16`` or ``amx_bf16``), else ``float32``, when the run starts (recorded).
         init_from: a run folder whose weights (and optimizer state) start this run, matched by
-            entity and relation name (`jobi_tf.growth`); None: fresh tables.
+            entity and relation name (`jobi_tf.training.growth`); None: fresh tables.
         replay: with ``init_from``, the share of the source run's training triples each epoch
             visits again (drawn anew every epoch) beside all the new ones; 1 (the default) =
             all of them: on FB15k-237 any lower share cost old facts more than it saved.
@@ -284,7 +284,7 @@ class EvalConfig:
             ``eval_batch_size * chunk_size`` floats.
         rank_type: how ties count; ``realistic`` is the mean of optimistic and pessimistic.
         restrict: ``slots`` ranks only the entities seen in the asked slot of the relation in
-            training (`jobi_tf.evaluation`); ``soft-slots`` also those the pair head places
+            training (`jobi_tf.evaluation.ranking`); ``soft-slots`` also those the pair head places
             in that slot with probability ``σ(pair score) >= pair_threshold`` (a joint model's
             guess for entities new to the slot); ``none`` ranks every entity (the standard protocol).
         pair_threshold: the pair-head probability from which ``soft-slots`` admits an entity.

@@ -26,7 +26,7 @@ from jobi_tf.data.fingerprints import fingerprint, group_by_fingerprint
 from jobi_tf.data.index import KGIndex, index_from_ids
 from jobi_tf.data.triples import cut_fields, field_bounds, read_file_bytes, split_paths, warn_repeated_triples
 from jobi_tf.data.vocab import Vocab
-from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
+from jobi_tf.runtime.types import HEAD, RELATION, SPLITS, TAIL
 
 __all__ = ["read_folder_index"]
 

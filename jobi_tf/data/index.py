@@ -29,8 +29,8 @@ import numpy as np
 from jobi_tf.data.fingerprints import unique_first
 from jobi_tf.data.keys import pack
 from jobi_tf.data.vocab import Vocab
-from jobi_tf.errors import DatasetFormatError
-from jobi_tf.types import HEAD, RELATION, SPLITS, TAIL
+from jobi_tf.runtime.errors import DatasetFormatError
+from jobi_tf.runtime.types import HEAD, RELATION, SPLITS, TAIL
 
 __all__ = [
     "CSR",

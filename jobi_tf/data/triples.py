@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from jobi_tf.atomic import replacing
 from jobi_tf.data.fingerprints import unique_first
-from jobi_tf.errors import DatasetFormatError
-from jobi_tf.types import SPLITS
+from jobi_tf.runtime.atomic import replacing
+from jobi_tf.runtime.errors import DatasetFormatError
+from jobi_tf.runtime.types import SPLITS
 
 __all__ = [
     "read_triples",

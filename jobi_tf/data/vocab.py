@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from jobi_tf.atomic import write_text_atomic
-from jobi_tf.errors import DatasetFormatError
+from jobi_tf.runtime.atomic import write_text_atomic
+from jobi_tf.runtime.errors import DatasetFormatError
 
 __all__ = ["Vocab"]
 

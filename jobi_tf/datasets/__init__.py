@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jobi_tf.errors import DatasetFormatError, JobiError
+from jobi_tf.runtime.errors import DatasetFormatError, JobiError
 
 if TYPE_CHECKING:
     from jobi_tf.datasets.builders import KGTriplesBuilder

@@ -28,7 +28,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from jobi_tf.data.triples import parse_triples_text
-from jobi_tf.errors import DatasetFormatError, JobiError
+from jobi_tf.runtime.errors import DatasetFormatError, JobiError
 
 __all__ = [
     "KGTriplesBuilder",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from jobi_tf.objectives import K_VS_ALL, TRIPLE_HEAD, Objective, replica_share
-from jobi_tf.scored_batch import ScoredBatch
+from jobi_tf.models.objectives import K_VS_ALL, TRIPLE_HEAD, Objective, replica_share
+from jobi_tf.models.scored_batch import ScoredBatch
 
 __all__ = ["KvsAll"]
 
@@ -15,7 +15,7 @@ class KvsAll(Objective):
     cross-entropy of every entity's logit against "is a training answer", summed over the
     entities and averaged over the queries.
 
-    Batches are distinct queries, not triples (`jobi_tf.sampling.TrainingQueries`): a
+    Batches are distinct queries, not triples (`jobi_tf.sampling.pipelines.TrainingQueries`): a
     query with many answers is one example, not one per answer.
 
     Args:

@@ -5,7 +5,7 @@ second relation table, only with ``joint=True``) learns whether a triple's (head
 relation) and (relation, tail) pairs both occur in training. Only the triple head is used
 for evaluation and export, so JoBi adds no parameters to the final model.
 
-Each head's objective (`jobi_tf.objectives`) says which logits ``call`` returns and how
+Each head's objective (`jobi_tf.models.objectives`) says which logits ``call`` returns and how
 ``compute_loss`` (Keras 3's own hook and signature) turns them into ``L_tri + alpha * L_bi``;
 the regularizer's penalty goes through ``add_loss``. Keras's ``train_step`` is kept as it is.
 """
@@ -15,17 +15,17 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from jobi_tf import features as F
 from jobi_tf import losses, regularizers
-from jobi_tf.batch_plan import reads_of
 from jobi_tf.config import MATMUL_DTYPES
+from jobi_tf.distributed.sharding import ShardedTable
 from jobi_tf.models.base import DistributedModel
+from jobi_tf.models.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
+from jobi_tf.models.scored_batch import ScoredBatch
 from jobi_tf.models.scorers import Scorer, get_scorer
 from jobi_tf.models.tables import TableQueries, make_tables
-from jobi_tf.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
 from jobi_tf.regularizers import Regularizer
-from jobi_tf.scored_batch import ScoredBatch
-from jobi_tf.sharding import ShardedTable
+from jobi_tf.sampling import features as F
+from jobi_tf.sampling.batch_plan import reads_of
 
 __all__ = ["JoBiModel"]
 
@@ -37,7 +37,8 @@ class JoBiModel(TableQueries, DistributedModel):
     Args:
         num_entities: rows of the shared entity table.
         num_relations: rows of each relation table.
-        model: ``"distmult"``, ``"complex"`` or ``"simple"``, or a `jobi_tf.models.Scorer` of
+        model: a scorer's name (``"complex"``, ``"distmult"``, ``"simple"``, ``"tucker"``: the
+            modules of ``jobi_tf/models/scorers/``), or a `jobi_tf.models.Scorer` of
             your own (it may own weights; they train with the tables and are checkpointed).
         dim: components per part (ComplEx 200 = 200 real + 200 imaginary). Default 200.
         joint: add the pair head (JoBi). Default False (the baseline).
@@ -50,23 +51,23 @@ class JoBiModel(TableQueries, DistributedModel):
             (its config then holds ``regularizer=None``: pass it again to ``from_config``).
         relation_penalty: with ``"n3"``, the factor on the relation rows' terms (`jobi_tf.config.TrainConfig`).
         loss: the triple head's objective: a name of `jobi_tf.losses` (``"sampled-softmax"``,
-            ``"full-softmax"``, ...) or an `jobi_tf.objectives.Objective` of your own (its
+            ``"full-softmax"``, ...) or an `jobi_tf.models.objectives.Objective` of your own (its
             config then holds ``loss=None``: pass it again to ``from_config``). The pair head
-            trains `jobi_tf.objectives.PairBCE` over the same candidates.
+            trains `jobi_tf.models.objectives.PairBCE` over the same candidates.
         label_smoothing: ε of the targets of the losses that take it (``full-softmax``, ``k-vs-all``).
         slot_weight: ``full-softmax`` only: extra weight of the asked slot's entities (0 = off).
-        relation_prediction: weight of the auxiliary `jobi_tf.objectives.RelationPrediction` loss.
+        relation_prediction: weight of the auxiliary `jobi_tf.models.objectives.RelationPrediction` loss.
         matmul_dtype: ``"float32"`` or ``"bfloat16"``: the dtype of the products that score every entity.
         reciprocal: row ``r + num_relations`` of each relation table is ``r``'s inverse, and a
             head query ``(?, r, t)`` is scored as the tail query ``(t, r⁻¹, ?)`` (Lacroix et
             al., 2018); sampled softmax then needs ``positive_corrupt_tail``.
         table_shards: 0 (default): the tables are Keras weights. N > 0: each is a
-            `jobi_tf.sharding.ShardedTable` (the entity table in N row blocks) on the parameter
-            servers of the ``ParameterServerStrategy`` scope, trained by `jobi_tf.ps_training`;
+            `jobi_tf.distributed.sharding.ShardedTable` (the entity table in N row blocks) on the parameter
+            servers of the ``ParameterServerStrategy`` scope, trained by `jobi_tf.distributed.ps_training`;
             sampled softmax only. Not in the config: the weights load into an unsharded model.
-        table_seed: the seed of the sharded tables' initial rows (`jobi_tf.sharding.glorot_blocks`).
+        table_seed: the seed of the sharded tables' initial rows (`jobi_tf.distributed.sharding.glorot_blocks`).
 
-    Input: a feature dict from `jobi_tf.sampling` with ``triples`` int32 ``[B, 3]`` and, for
+    Input: a feature dict from `jobi_tf.sampling.pipelines` with ``triples`` int32 ``[B, 3]`` and, for
     sampled softmax, ``candidates``, ``corrupt_tail``, optional ``shared_candidates`` and
     ``shared_corrupt_tail``, ``positive_corrupt_tail``, ``valid_negative``, ``pair_labels``.
 
@@ -218,12 +219,12 @@ class JoBiModel(TableQueries, DistributedModel):
     def _check_features(self, features: dict[str, tf.Tensor]) -> None:
         """The features the objectives read are there, and the pair labels have one row per pair
         positive: a batch built by hand is refused here, at its first call, not in the loss (a
-        run's batches and model are checked against its `jobi_tf.batch_plan.BatchPlan` before)."""
+        run's batches and model are checked against its `jobi_tf.sampling.batch_plan.BatchPlan` before)."""
         missing = sorted({F.TRIPLES, *reads_of(self.objectives)} - set(features))
         if missing:
             raise ValueError(
                 f"the model's objectives ({', '.join(type(o).__name__ for o in self.objectives)}) read features "
-                f"{missing} that the input lacks: train on batches from jobi_tf.sampling.make_train_dataset, "
+                f"{missing} that the input lacks: train on batches from jobi_tf.sampling.pipelines.make_train_dataset, "
                 "or pass an int [B, 3] tensor of triples to score them"
             )
         labels, batch = features.get(F.PAIR_LABELS), features[F.TRIPLES].shape[0]
@@ -275,7 +276,7 @@ class JoBiModel(TableQueries, DistributedModel):
 
         Why: Keras infers a subclassed model's signature from a first call, and this model is
         built without one. The SavedModel's ``serve`` endpoint returns ``[B]`` triple-head
-        scores of id triples; `jobi_tf.export` writes the name-based export for TF Serving.
+        scores of id triples; `jobi_tf.export.savedmodel` writes the name-based export for TF Serving.
         """
         if input_signature is None:
             input_signature = [tf.TensorSpec([None, 3], tf.int32, name="triples")]
@@ -322,7 +323,7 @@ def _checked_triples(triples) -> tf.Tensor:
     if not triples.dtype.is_integer or triples.shape.rank != 2 or triples.shape[-1] not in (3, None):
         raise ValueError(
             f"JoBiModel scores int [B, 3] (head, relation, tail) id triples; received {triples.dtype.name} "
-            f"{triples.shape}. Training takes feature dicts from jobi_tf.sampling.make_train_dataset"
+            f"{triples.shape}. Training takes feature dicts from jobi_tf.sampling.pipelines.make_train_dataset"
         )
     return tf.cast(triples, tf.int32)
 

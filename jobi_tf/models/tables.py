@@ -4,7 +4,7 @@ A query is what a scorer dots with every candidate entity's row: ``(h, r, ?)`` g
 query, ``(?, r, t)`` a head query. With reciprocal relations (Lacroix et al., 2018) a head
 query is the tail query of the inverse relation, whose row sits at ``r + num_relations``;
 `Queries` is the one place that rule is written, so training, evaluation, the pair head and
-the SavedModel (`jobi_tf.export`) rank with the same expressions.
+the SavedModel (`jobi_tf.export.savedmodel`) rank with the same expressions.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
+from jobi_tf.distributed.sharding import ShardedTable, glorot_blocks
 from jobi_tf.models.scorers import Scorer
-from jobi_tf.sharding import ShardedTable, glorot_blocks
-from jobi_tf.types import HEAD, PAIR_HEAD, RELATION, TAIL, TRIPLE_HEAD
+from jobi_tf.runtime.types import HEAD, PAIR_HEAD, RELATION, TAIL, TRIPLE_HEAD
 
 __all__ = ["Queries", "TableQueries", "rows", "make_tables", "initializer", "pair_score_threshold"]
 

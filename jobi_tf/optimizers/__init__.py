@@ -1,7 +1,7 @@
 """The optimizers (``--optimizer``): one module each, named by its file; sparse-aware, so
 that a step costs the rows a batch uses, not the table.
 
-``lazy_adam.py`` is ``--optimizer lazy-adam`` (`jobi_tf.plugins`): a Keras optimizer class
+``lazy_adam.py`` is ``--optimizer lazy-adam`` (`jobi_tf.runtime.plugins`): a Keras optimizer class
 bound to the module's ``OPTIMIZER``, with a static ``slot_floats(rows, width, entity_table)``
 (the floats of state a table costs it, which the memory guard counts before any table
 exists). A new optimizer is a new module here and nothing else. ``auto`` is not a module:
@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import keras
 
-from jobi_tf import plugins
 from jobi_tf.config import LAZY_MIN_ROWS  # auto's threshold (bench/step_time_vs_size.py, docs/performance.md)
-from jobi_tf.optimizers._sparse import unique_rows as _unique_rows  # noqa: F401 (jobi_tf.sharding imports it)
+from jobi_tf.optimizers._sparse import unique_rows as _unique_rows  # noqa: F401 (jobi_tf.distributed.sharding imports it)
 from jobi_tf.optimizers.adagrad import LazyAdagrad  # (the built-ins' names, where they were before the folder)
 from jobi_tf.optimizers.adam import FusedAdam
 from jobi_tf.optimizers.lazy_adam import LazyAdam
 from jobi_tf.optimizers.row_adagrad import RowAdagrad
+from jobi_tf.runtime import plugins
 
 __all__ = [
     "FusedAdam",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobi_tf.objectives import ONE_VS_ALL
+from jobi_tf.models.objectives import ONE_VS_ALL
 from jobi_tf.regimes import Regime
 
 __all__ = ["OneVsAll", "REGIME"]

@@ -1,9 +1,9 @@
 """Training regimes: what a batch holds and how many batches make an epoch.
 
 Each module of this folder is one regime, named by its file (``k_vs_all.py`` is ``k-vs-all``;
-found as losses and regularizers are, `jobi_tf.plugins`): a `Regime` subclass bound to the
+found as losses and regularizers are, `jobi_tf.runtime.plugins`): a `Regime` subclass bound to the
 module's ``REGIME``. The triple head's objective names its regime
-(`jobi_tf.objectives.Objective.regime`, so ``--loss`` picks it):
+(`jobi_tf.models.objectives.Objective.regime`, so ``--loss`` picks it):
 
 * ``sampled``: batches of training triples, each with sampled (biased) negatives and, for
   the pair head, their pair labels; an epoch visits every training triple once.
@@ -15,7 +15,7 @@ module's ``REGIME``. The triple head's objective names its regime
 A regime declares what it is (which settings it reads, whether negatives are sampled, what
 an epoch visits); the checks that follow from that live with every other check in
 `jobi_tf.config.checks` (`check` is that module's). What its batches hold is the run's
-`jobi_tf.batch_plan.BatchPlan`.
+`jobi_tf.sampling.batch_plan.BatchPlan`.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from typing import ClassVar
 
 import tensorflow as tf
 
-from jobi_tf import losses, plugins
-from jobi_tf.batch_plan import BatchPlan
+from jobi_tf import losses
 from jobi_tf.config import RunConfig
 from jobi_tf.config.checks import check
 from jobi_tf.data.index import KGIndex
-from jobi_tf.objectives import SAMPLED, Objective
-from jobi_tf.sampling import EpochRows, steps_per_epoch, triple_batches
+from jobi_tf.models.objectives import SAMPLED, Objective
+from jobi_tf.runtime import plugins
+from jobi_tf.sampling.batch_plan import BatchPlan
+from jobi_tf.sampling.pipelines import EpochRows, steps_per_epoch, triple_batches
 
 __all__ = ["Regime", "REGIMES", "names", "get", "regime_of", "resolve", "check"]
 
@@ -59,12 +60,12 @@ class Regime:
 
     def dataset(self, index: KGIndex, plan: BatchPlan, rows: EpochRows | None = None, **where) -> tf.data.Dataset:
         """``plan``'s batches from ``where`` (``seed``, ``initial_epoch``, ``initial_step``,
-        ``epochs``) on; by default batches of training triples (`jobi_tf.sampling.triple_batches`)."""
+        ``epochs``) on; by default batches of training triples (`jobi_tf.sampling.pipelines.triple_batches`)."""
         return triple_batches(index, plan, rows=rows, **where)
 
     @classmethod
     def check(cls, cfg: RunConfig) -> None:
-        """Refuse, as a `jobi_tf.errors.ConfigError`, what this regime cannot train beyond what
+        """Refuse, as a `jobi_tf.runtime.errors.ConfigError`, what this regime cannot train beyond what
         its declarations imply (`jobi_tf.config.checks` runs this last)."""
 
 

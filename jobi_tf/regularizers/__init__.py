@@ -1,11 +1,11 @@
 """Regularizers: a penalty on the rows a training batch was scored with.
 
 Each module of this folder is one regularizer, named by its file (``n3.py`` is
-``--regularizer n3``; `jobi_tf.plugins`): a `Regularizer` subclass bound to the module's
+``--regularizer n3``; `jobi_tf.runtime.plugins`): a `Regularizer` subclass bound to the module's
 ``REGULARIZER``. A new one is a new module here and nothing else: the flag, ``config.json``,
 the model and every regime pick it up.
 
-A regularizer sees the batch's `jobi_tf.scored_batch.Factors` (the positive's head and tail
+A regularizer sees the batch's `jobi_tf.models.scored_batch.Factors` (the positive's head and tail
 rows, the relation rows its scores used, the sampled candidates' rows) and returns one value
 per positive; the model weighs their mean by ``--regularization`` (kbc's ``Regularizer``
 consumes its model's factors the same way).
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from jobi_tf import plugins
+from jobi_tf.runtime import plugins
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
     from jobi_tf.config import RunConfig
-    from jobi_tf.scored_batch import Factors
+    from jobi_tf.models.scored_batch import Factors
 
 __all__ = ["Regularizer", "get", "names", "check"]
 
@@ -48,7 +48,7 @@ class Regularizer:
 
     @classmethod
     def check(cls, cfg: RunConfig) -> None:
-        """Refuse, as a `jobi_tf.errors.ConfigError`, a run this regularizer cannot train."""
+        """Refuse, as a `jobi_tf.runtime.errors.ConfigError`, a run this regularizer cannot train."""
 
     @classmethod
     def from_settings(cls, settings: Any) -> Regularizer:
@@ -74,5 +74,5 @@ def get(name: str | Regularizer, **settings: Any) -> Regularizer:
 
 
 def check(cfg: RunConfig) -> None:
-    """`jobi_tf.plugins.check` of the run's ``--regularizer``."""
+    """`jobi_tf.runtime.plugins.check` of the run's ``--regularizer``."""
     plugins.check("regularizer", cfg)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from jobi_tf.models.scored_batch import Factors
 from jobi_tf.regularizers import Regularizer
-from jobi_tf.scored_batch import Factors
 
 __all__ = ["N3"]
 

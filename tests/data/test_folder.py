@@ -11,8 +11,8 @@ import jobi_tf.data.folder as folder_module
 from jobi_tf.data.folder import read_folder_index
 from jobi_tf.data.index import build_index
 from jobi_tf.data.triples import read_split_folder
-from jobi_tf.errors import DatasetFormatError
-from jobi_tf.types import SPLITS
+from jobi_tf.runtime.errors import DatasetFormatError
+from jobi_tf.runtime.types import SPLITS
 
 
 def _write_folder(path, seed: int = 0):

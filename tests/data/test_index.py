@@ -10,8 +10,8 @@ import pytest
 
 from jobi_tf.data.index import CSR, KGIndex, build_index
 from jobi_tf.data.vocab import Vocab
-from jobi_tf.errors import DatasetFormatError
-from jobi_tf.types import SPLITS
+from jobi_tf.runtime.errors import DatasetFormatError
+from jobi_tf.runtime.types import SPLITS
 
 # -- Vocab ---------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg, make_typed_kg_ids, write_typed_kg
-from jobi_tf.types import SPLITS
+from jobi_tf.runtime.types import SPLITS
 
 SPEC = SyntheticSpec(num_entities=400, num_relations=10, num_triples=4000, num_types=5, seed=11)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jobi_tf.data.triples import read_split_folder, read_triples, write_triples
-from jobi_tf.errors import DatasetFormatError, JobiError
+from jobi_tf.runtime.errors import DatasetFormatError, JobiError
 
 
 def _write(path: Path, data: bytes) -> Path:

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from jobi_tf.datasets import NAMES, load_named
-from jobi_tf.errors import DatasetFormatError, JobiError
+from jobi_tf.runtime.errors import DatasetFormatError, JobiError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SPLITS = ("train", "valid", "test")

@@ -9,8 +9,8 @@ import tensorflow as tf
 from random_batches import sampled_batch
 
 from jobi_tf.config import ModelConfig, TrainConfig
-from jobi_tf.errors import ConfigError
 from jobi_tf.models import JoBiModel
+from jobi_tf.runtime.errors import ConfigError
 
 
 def _numpy_distmult_logits(ent, rel, x):
@@ -367,7 +367,7 @@ def test_a_batch_with_shared_biased_negatives_trains_the_numpy_loss_and_the_per_
     """``--biased-chunk`` batches: the loss is JoBi's (NumPy reference), and the gradients equal
     those of the same negatives given per triple."""
     from jobi_tf.config import SamplerConfig
-    from jobi_tf.sampling import NegativeSampler
+    from jobi_tf.sampling.pipelines import NegativeSampler
 
     index = small_typed_index
     b, c, c_b, k = 32, 16, 4, 10

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from jobi_tf.checkpoints import load_weights, save_weights
 from jobi_tf.config import SamplerConfig
 from jobi_tf.data.vocab import Vocab
-from jobi_tf.evaluation import FilteredEvaluator
-from jobi_tf.export import export_saved_model
+from jobi_tf.evaluation.ranking import FilteredEvaluator
+from jobi_tf.export.savedmodel import export_saved_model
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import DistMult
 from jobi_tf.optimizers import FusedAdam
-from jobi_tf.sampling import make_train_dataset
+from jobi_tf.sampling.pipelines import make_train_dataset
+from jobi_tf.training.checkpoints import load_weights, save_weights
 
 
 class ScaledDistMult(DistMult):

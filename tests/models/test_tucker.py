@@ -8,9 +8,9 @@ import tensorflow as tf
 
 import jobi_tf
 from jobi_tf.config import MODELS, DistributeConfig, ModelConfig, RunConfig
-from jobi_tf.errors import ConfigError
 from jobi_tf.models.scorers import get_scorer
 from jobi_tf.regimes import check
+from jobi_tf.runtime.errors import ConfigError
 
 
 def _reference(core, h, r, t):

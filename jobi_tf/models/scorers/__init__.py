@@ -1,6 +1,6 @@
 """The scorers (``--model``): one module each, named by its file.
 
-``complex.py`` is ``--model complex`` (`jobi_tf.plugins`): a `Scorer` subclass bound to the
+``complex.py`` is ``--model complex`` (`jobi_tf.runtime.plugins`): a `Scorer` subclass bound to the
 module's ``SCORER``, whose ``kind`` is that name. A new scorer is a new module here and
 nothing else: the flag, ``config.json``, the model, evaluation and export pick it up
 (docs/extending.md walks through ``tucker.py``). `base` holds the interface and the helpers
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobi_tf import plugins
 from jobi_tf.models.scorers.base import Scorer, heads_against_own_rows
 from jobi_tf.models.scorers.complex import ComplEx  # (the built-ins' names, where they were before the folder)
 from jobi_tf.models.scorers.distmult import DistMult
 from jobi_tf.models.scorers.simple import SimplE
+from jobi_tf.runtime import plugins
 
 if TYPE_CHECKING:
     from jobi_tf.config import RunConfig
@@ -57,5 +57,5 @@ def get_scorer(name: str | Scorer, dim: int | None = None) -> Scorer:
 
 
 def check(cfg: RunConfig) -> None:
-    """`jobi_tf.plugins.check` of the run's ``--model``."""
+    """`jobi_tf.runtime.plugins.check` of the run's ``--model``."""
     plugins.check("scorer", cfg)

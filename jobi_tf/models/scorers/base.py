@@ -46,7 +46,7 @@ class Scorer(keras.layers.Layer):
 
     @classmethod
     def check(cls, cfg) -> None:
-        """Refuse, as a `jobi_tf.errors.ConfigError`, a run (`jobi_tf.config.RunConfig`) this
+        """Refuse, as a `jobi_tf.runtime.errors.ConfigError`, a run (`jobi_tf.config.RunConfig`) this
         scorer cannot train; called before anything is written."""
 
     def entity_width(self, dim: int) -> int:

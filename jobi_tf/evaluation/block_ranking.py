@@ -1,0 +1,158 @@
+"""One batch of queries ranked against the entity table, a block of entities at a time.
+
+Why a module of its own: `jobi_tf.evaluation.ranking` decides *what* is ranked (directions, the
+known-facts filter, type-aware candidates, metrics); this is *how* one batch is counted with
+bounded memory, whatever the graph's size. Queries are scored against blocks of
+``chunk_size`` entities with the scorer's ``score_candidates`` (one matmul for the bilinear
+scorers); the batch's known facts falling in a block are set to ``-inf`` there, and the
+entities scoring above / equal to the true one are counted. Memory is bounded by
+``batch * chunk_size`` floats.
+
+The true entity's score must come out of the same matmul as its rivals' (a dot product
+summed in another order rounds differently and breaks exact ties). With one block it is
+read during counting; with several, a first pass reads it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["BlockCounts", "BlockRanker", "entity_blocks"]
+
+
+def entity_blocks(num_entities: int, chunk_size: int) -> list[tuple[int, int]]:
+    """``[(lo, hi), ...]``: the entity ids ``lo:hi`` of each block, in order."""
+    return [(lo, min(lo + chunk_size, num_entities)) for lo in range(0, num_entities, chunk_size)]
+
+
+class BlockCounts:
+    """What counting one batch block by block found, per query (``B`` queries).
+
+    Attributes:
+        greater, equal: float64 ``(B,)`` unfiltered candidates scoring above / equal to the target.
+        rival_score: float32 ``(B,)`` best unfiltered non-target score (``-inf``: none left).
+        rival: int64 ``(B,)`` its entity (exact ties: the lower id).
+        target_score: float32 ``(B,)`` the true entity's score.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.greater = np.zeros(size, np.float64)
+        self.equal = np.zeros(size, np.float64)
+        self.rival_score = np.full(size, -np.inf, np.float32)
+        self.rival = np.zeros(size, np.int64)
+        self.target_score: np.ndarray | None = None
+
+    def add(self, lo: int, greater: tf.Tensor, equal: tf.Tensor, best: tf.Tensor, best_col: tf.Tensor) -> None:
+        """Add the counts of the block starting at entity ``lo``, and keep the better rival."""
+        self.greater += greater.numpy()
+        self.equal += equal.numpy()
+        best = best.numpy()
+        better = best > self.rival_score  # strict: on ties the earlier block (lower id) stays
+        self.rival_score = np.where(better, best, self.rival_score)
+        self.rival = np.where(better, best_col.numpy() + lo, self.rival)
+
+
+class BlockRanker:
+    """Counts, for a batch of queries, the candidates above and equal to each true entity.
+
+    Holds the two traced block kernels, so that one evaluator traces them once.
+    """
+
+    def __init__(self) -> None:
+        self._count = tf.function(_count_above, reduce_retracing=True)
+        self._read = tf.function(_read_target_scores, reduce_retracing=True)
+
+    def count(
+        self,
+        scorer,
+        q: tf.Tensor,
+        table,
+        filtered: tuple[np.ndarray, np.ndarray],
+        targets: np.ndarray,
+        blocks: list[tuple[int, int]],
+        allowed: np.ndarray | None = None,
+    ) -> BlockCounts:
+        """Counts of ``B`` queries over every block.
+
+        Args:
+            scorer: the model's `jobi_tf.models.Scorer` (its ``score_candidates``).
+            q: ``[B, W]`` queries.
+            table: the entity table ``[E, W]`` (sliced ``table[lo:hi]`` per block).
+            filtered: ``(rows, cols)`` int ``(M,)``: the (query, entity) pairs to ignore,
+                the targets themselves included.
+            targets: int64 ``(B,)`` each query's true entity.
+            blocks: `entity_blocks` of the table.
+            allowed: bool ``[B, E]`` candidates to rank (type-aware ranking), or None for all.
+        """
+        rows, cols = filtered
+        if len(blocks) == 1:
+            target_scores, target_cols = tf.zeros(len(targets), table.dtype), targets
+        else:
+            target_scores, target_cols = (
+                self._target_scores(scorer, q, table, targets, blocks),
+                np.full(len(targets), -1),
+            )
+        counts = BlockCounts(len(targets))
+        for lo, hi in blocks:
+            inside = (cols >= lo) & (cols < hi)
+            filt = np.stack([rows[inside], cols[inside] - lo], axis=1).astype(np.int32).reshape(-1, 2)
+            cols_in_block = np.where(target_cols >= 0, target_cols - lo, -1).astype(np.int32)
+            g, e, best, best_col, target_score = self._count(
+                scorer,
+                q,
+                table[lo:hi],
+                tf.constant(filt),
+                target_scores,
+                tf.constant(cols_in_block),
+                None if allowed is None else tf.constant(allowed[:, lo:hi]),
+            )
+            counts.add(lo, g, e, best, best_col)
+        counts.target_score = target_score.numpy()
+        return counts
+
+    def _target_scores(self, scorer, q, table, targets: np.ndarray, blocks: list[tuple[int, int]]) -> np.ndarray:
+        """float32 ``(B,)``: each true entity's score, read from its own block's score matrix."""
+        target_scores = np.zeros(len(targets), np.float32)
+        for lo, hi in blocks:
+            inside = (targets >= lo) & (targets < hi)
+            if inside.any():
+                block = self._read(scorer, q, table[lo:hi], tf.constant(np.where(inside, targets - lo, 0), tf.int32))
+                target_scores[inside] = block.numpy()[inside]
+        return target_scores
+
+
+def _count_above(scorer, q, entities, filtered, target_scores, target_cols, allowed=None):
+    """Per query, how many unfiltered entities of a block score above / equal to the target.
+
+    Args:
+        scorer: the model's `jobi_tf.models.Scorer` (its ``score_candidates``).
+        q: ``[B, W]`` queries.
+        entities: ``[C, W]`` a block of the entity table.
+        filtered: int32 ``[M, 2]`` (query row, column in block) pairs to ignore; they
+            include the target itself.
+        target_scores: ``[B]`` score of each query's true entity, used where
+            ``target_cols`` is -1.
+        target_cols: int32 ``[B]`` column of the true entity in this block, or -1; where
+            given, the target's score is read from this block's score matrix.
+        allowed: bool ``[B, C]`` candidates to rank (type-aware ranking), or None for all.
+    """
+    scores = scorer.score_candidates(q, entities)
+    read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
+    target_scores = tf.where(target_cols >= 0, read, tf.cast(target_scores, scores.dtype))
+    scores = tf.tensor_scatter_nd_update(scores, filtered, tf.fill([tf.shape(filtered)[0]], -np.inf))
+    if allowed is not None:
+        scores = tf.where(allowed, scores, tf.constant(-np.inf, scores.dtype))
+    # int32 counts: a [B, C] float64 cast would be 8 bytes per score, twice, per block.
+    greater = tf.reduce_sum(tf.cast(scores > target_scores[:, None], tf.int32), axis=1)
+    equal = tf.reduce_sum(tf.cast(scores == target_scores[:, None], tf.int32), axis=1)
+    # The best candidate the filter keeps (the target is filtered here, so it is a rival).
+    best_col = tf.argmax(scores, axis=1, output_type=tf.int32)
+    best = tf.gather(scores, best_col, axis=1, batch_dims=1)
+    return greater, equal, best, best_col, target_scores
+
+
+def _read_target_scores(scorer, q, entities, target_cols):
+    """``[B]`` scores at ``target_cols`` of this block's score matrix (first pass, several blocks)."""
+    scores = scorer.score_candidates(q, entities)
+    return tf.gather(scores, target_cols, axis=1, batch_dims=1)

@@ -1,0 +1,102 @@
+"""The lookups a jobi-tf SavedModel holds besides its embeddings, and how they are read.
+
+Why apart from `jobi_tf.export.scorer_module`: that module is the signatures (names in, top-k out);
+this one is the state they read, each piece made so that an export of any size stays
+loadable and fast: vocabularies as ``tf.lookup`` tables over text assets, known facts and
+slots as CSR in variables (not graph constants, so ``saved_model.pb`` stays small), a
+calibration as per-relation variables, and every table read by value (`read_value`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from jobi_tf.data.index import CSR
+from jobi_tf.evaluation.calibration import Calibration
+
+__all__ = ["KnownFacts", "calibration_variables", "interpolate", "read_value", "vocab_table"]
+
+
+def read_value(variable: tf.Variable) -> tf.Tensor:
+    """The variable's value as a tensor, to gather from.
+
+    Why not ``tf.gather(variable, ids)``: a gather on the variable itself (``ResourceGather``)
+    puts it in copy-on-read mode, and every dense read after it (the top-k matmul) then
+    copies the whole table: +2 ms per FB15k-237 query, more than the matmul itself.
+    """
+    return variable.value()
+
+
+def vocab_table(path: str, size: int, *, to_ids: bool) -> tf.lookup.StaticHashTable:
+    """name → id (default -1) or id → name (default ""), read from a one-label-per-line asset."""
+    line, number = tf.lookup.TextFileIndex.WHOLE_LINE, tf.lookup.TextFileIndex.LINE_NUMBER
+    if to_ids:
+        init = tf.lookup.TextFileInitializer(path, tf.string, line, tf.int64, number, vocab_size=size)
+        return tf.lookup.StaticHashTable(init, default_value=-1)
+    init = tf.lookup.TextFileInitializer(path, tf.int64, number, tf.string, line, vocab_size=size)
+    return tf.lookup.StaticHashTable(init, default_value="")
+
+
+class KnownFacts(tf.Module):
+    """Training facts of each query key as CSR (see `jobi_tf.data.index.CSR`), held in variables.
+
+    Variables rather than graph constants keep ``saved_model.pb`` small (and under
+    protobuf's 2 GiB limit) whatever the graph's size.
+    """
+
+    def __init__(self, csr: CSR, name: str) -> None:
+        super().__init__(name=name)
+        self.keys = tf.Variable(csr.keys.astype(np.int64), trainable=False, name="keys")
+        self.offsets = tf.Variable(csr.offsets.astype(np.int64), trainable=False, name="offsets")
+        self.values = tf.Variable(csr.values.astype(np.int32), trainable=False, name="values")  # entity ids
+
+    @classmethod
+    def optional(cls, csr: CSR | None, name: str) -> KnownFacts | None:
+        """``KnownFacts(csr, name)``, or None without facts (the export leaves that lookup out)."""
+        return None if csr is None else cls(csr, name)
+
+    def mask(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
+        """``scores [B, E]`` with the known entities of each row's key set to ``-inf``."""
+        keys, offsets, values = read_value(self.keys), read_value(self.offsets), read_value(self.values)
+        last = tf.shape(keys, out_type=tf.int64)[0] - 1
+        pos = tf.minimum(tf.searchsorted(keys, query_keys, out_type=tf.int64), last)
+        hit = tf.gather(keys, pos) == query_keys
+        starts = tf.where(hit, tf.gather(offsets, pos), 0)
+        limits = tf.where(hit, tf.gather(offsets, pos + 1), 0)
+        spans = tf.ragged.range(starts, limits)
+        cells = tf.stack([spans.value_rowids(), tf.cast(tf.gather(values, spans.flat_values), tf.int64)], axis=1)
+        minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
+        return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
+
+    def listed(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
+        """bool, shaped like ``scores [B, E]``: the entities listed under each row's key."""
+        return tf.math.is_inf(self.mask(tf.zeros_like(scores), query_keys))  # -inf exactly at the listed cells
+
+
+def calibration_variables(
+    calibration: Calibration | None,
+) -> tuple[tf.Variable | None, tf.Variable | None, tf.Variable | None]:
+    """``(platt, knots, values)``: a Platt calibration's per-row ``[a, b]`` of
+    ``sigma(a * score + b)``, or an isotonic one's per-row piecewise-linear map ``knots ->
+    values``; None for the parts the calibration (or its absence) does not use."""
+    if calibration is None:
+        return None, None, None
+    if calibration.method == "platt":
+        ab = np.stack([calibration.a, calibration.b], 1).astype(np.float32)
+        return tf.Variable(ab, trainable=False, name="platt"), None, None
+    knots = tf.Variable(calibration.knots.astype(np.float32), trainable=False, name="isotonic_knots")
+    values = tf.Variable(calibration.values.astype(np.float32), trainable=False, name="isotonic_values")
+    return None, knots, values
+
+
+def interpolate(knots: tf.Tensor, values: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """Row-wise ``np.interp(x[i], knots[i], values[i])`` (``[B, K]``, ``[B, K]``, ``[B, k]``):
+    linear between knots, constant beyond the ends; repeated knots (padding) are skipped."""
+    width = tf.shape(knots)[1]
+    upper = tf.clip_by_value(tf.searchsorted(knots, x, side="right"), 1, width - 1)
+    x0, x1 = tf.gather(knots, upper - 1, batch_dims=1), tf.gather(knots, upper, batch_dims=1)
+    y0, y1 = tf.gather(values, upper - 1, batch_dims=1), tf.gather(values, upper, batch_dims=1)
+    gap = x1 - x0
+    share = tf.clip_by_value(tf.math.divide_no_nan(x - x0, gap), 0.0, 1.0)
+    return y0 + share * (y1 - y0)

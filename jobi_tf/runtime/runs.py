@@ -1,0 +1,123 @@
+"""The run folder: its file names, creating or checking it, and reading a run back.
+
+Training, grid, evaluation, export and the Python API all go through `RunFolder`, so the
+layout is written down once::
+
+    RUN/config.json          the RunConfig (compared on resume)
+    RUN/entities.txt         entity vocabulary, one label per line (line number = id)
+    RUN/relations.txt        relation vocabulary
+    RUN/checkpoint.npz       weights + optimizer + loop state at the last validation
+    RUN/best.weights.npz     weights with the best validation metric so far
+    RUN/metrics.json         final validation and test metrics
+    RUN/tensorboard/         TensorBoard logs
+    RUN/rung-<epochs>.json   metrics at each rung of a successive-halving search (jobi_tf.training.grid)
+    RUN/data/                the splits, when the run was trained on in-memory triples
+    RUN/calibration.json     per-relation Platt scaling (jobi-tf calibrate), used by the export
+
+A run folder is enough to rebuild the trained model (`RunFolder.restore_model`): the
+vocabularies give the table sizes and the weights are inside, so a run whose data folder
+has moved can still score, predict and export.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from jobi_tf.config import RunConfig
+from jobi_tf.data.vocab import Vocab
+from jobi_tf.runtime.atomic import write_json_atomic
+from jobi_tf.runtime.errors import CheckpointMismatchError, JobiError
+
+__all__ = ["RunFolder"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFolder:
+    """Paths and reads of one run folder (nothing is created until `prepare`)."""
+
+    path: Path
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    config = property(lambda self: self.path / "config.json")
+    entities = property(lambda self: self.path / "entities.txt")
+    relations = property(lambda self: self.path / "relations.txt")
+    checkpoint = property(lambda self: self.path / "checkpoint.npz")
+    best_weights = property(lambda self: self.path / "best.weights.npz")
+    metrics = property(lambda self: self.path / "metrics.json")
+    tensorboard = property(lambda self: self.path / "tensorboard")
+    data = property(lambda self: self.path / "data")
+    calibration = property(lambda self: self.path / "calibration.json")
+
+    def rung(self, epochs: int) -> Path:
+        """``metrics.json`` as it was when a successive-halving search stopped the run at ``epochs``."""
+        return self.path / f"rung-{epochs}.json"
+
+    @property
+    def finished(self) -> bool:
+        return self.metrics.exists()
+
+    def prepare(self, cfg: RunConfig, entities: Vocab, relations: Vocab) -> None:
+        """Create the folder, or check that an existing one holds the same run."""
+        if self.config.exists():
+            saved = self.read_config()
+            if saved.training_identity() != cfg.training_identity():
+                diff = _first_difference(saved.training_identity(), cfg.training_identity())
+                raise CheckpointMismatchError(
+                    f"{self.path}: holds a different run ({diff}); use another --out or the same flags"
+                )
+            self.check_vocabs(entities, relations)
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.config, cfg.to_dict())
+        entities.save(self.entities)
+        relations.save(self.relations)
+
+    def read_config(self) -> RunConfig:
+        if not self.config.exists():
+            raise JobiError(f"{self.path}: not a run folder (no config.json)")
+        try:
+            return RunConfig.from_dict(json.loads(self.config.read_text(encoding="utf-8")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointMismatchError(f"{self.config}: unreadable run config ({exc})") from None
+
+    def read_vocabs(self) -> tuple[Vocab, Vocab]:
+        return Vocab.load(self.entities), Vocab.load(self.relations)
+
+    def read_metrics(self) -> dict | None:
+        """``metrics.json`` of a finished run, else None."""
+        return json.loads(self.metrics.read_text(encoding="utf-8")) if self.finished else None
+
+    def check_vocabs(self, entities: Vocab, relations: Vocab) -> None:
+        """The data's vocabularies must be the run's (ids index the tables)."""
+        if Vocab.load(self.entities) != entities or Vocab.load(self.relations) != relations:
+            raise CheckpointMismatchError(f"{self.path}: the dataset's vocabulary differs from the saved run's")
+
+    def restore_model(self, cfg: RunConfig | None = None):
+        """The run's `JoBiModel` with its best weights, built from the folder alone."""
+        from jobi_tf.models import JoBiModel
+        from jobi_tf.runtime.rng import caller_random_state_kept
+        from jobi_tf.training.checkpoints import load_weights  # imports TensorFlow
+
+        cfg = cfg or self.read_config()
+        if not self.best_weights.exists():
+            raise JobiError(f"{self.path}: no best.weights.npz yet (no validation has run)")
+        entities, relations = self.read_vocabs()
+        with caller_random_state_kept():  # the initial draws are overwritten by the weights
+            model = JoBiModel.from_run_config(cfg, len(entities), len(relations))
+        load_weights(self.best_weights, model)
+        return model
+
+
+def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
+    for key in sorted(set(a) | set(b)):
+        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+            found = _first_difference(a[key], b[key], f"{prefix}{key}.")
+            if found:
+                return found
+        elif a.get(key) != b.get(key):
+            return f"{prefix}{key} was {a.get(key)!r}, now {b.get(key)!r}"
+    return ""
