@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -125,7 +127,8 @@ def main() -> None:
     }
     floor_out = {str(n): v for n, v in sorted(floors.values())}
     print(json.dumps({"bench": "plot_crossover", "metric": args.metric, "part": args.part, "out": str(args.out),
-                      "points": plotted, "floor": floor_out, "missing": missing}))  # fmt: skip
+                      "points": plotted, "floor": floor_out, "missing": missing,
+                      "command": shlex.join(["python", "bench/plot_crossover.py", *sys.argv[1:]])}))  # fmt: skip
 
 
 if __name__ == "__main__":
