@@ -161,7 +161,7 @@ def check_memory(cfg: RunConfig, num_entities: int, num_relations: int) -> None:
     from jobi_tf.models.scorers import get_scorer  # (TensorFlow: only when a run starts)
     from jobi_tf.optimizers import slot_floats
 
-    scorer = get_scorer(cfg.model.model, cfg.model.dim)
+    scorer = get_scorer(cfg.model.model)  # no dim: widths only, no weights made for a check
     relation_tables = (2 if cfg.model.joint else 1) * (2 if cfg.model.reciprocal else 1)
     entity = (num_entities, scorer.entity_width(cfg.model.dim))
     relation = (relation_tables * num_relations, scorer.relation_width(cfg.model.dim))
