@@ -1,4 +1,4 @@
-"""``jobi-tf advise``: graph flags and a budget → `jobi_tf.api.advise` (which measures this CPU) → advice on stdout."""
+"""``jobi-tf advise``: graph flags and a budget → `jobi_tf.api.advise` (times steps on this CPU) → advice on stdout."""
 
 from __future__ import annotations
 
@@ -45,8 +45,10 @@ def advise(
     matmul_dtype: str,
     as_json: bool,
 ) -> None:
-    """Measure this CPU's 1-vs-all rate (a few seconds) and say whether 1-vs-all (--preset kbc-fast)
-    or sampled JoBi (--joint --p 0.3) fits the budget, with the command to run and why.
+    """Time a few kbc-fast training steps on this CPU (seconds to half a minute) and say whether
+    1-vs-all (--preset kbc-fast) or sampled JoBi (--joint --p 0.3) fits the budget, with the
+    command to run and why. The epoch's time is an estimate: steps on a stand-in graph of up to
+    20,000 entities, scaled to the graph's entities.
 
     Example: jobi-tf advise --dataset fb15k-237 --hours 1
     """
@@ -60,14 +62,20 @@ def advise(
     if as_json:
         click.echo(json.dumps(advice.to_dict()))
         return
-    m = advice.measurement
+    p = advice.probe
+    xla = "XLA on" if p.jit_compile else "XLA off"
+    steps = f"{advice.steps_per_epoch:,} step" + ("" if advice.steps_per_epoch == 1 else "s")
     click.echo(
         f"graph: {advice.graph}: {advice.num_entities:,} entities, {advice.num_relations:,} relations, "
         f"{advice.num_triples:,} training triples ({advice.triples_per_entity:.1f} per entity)\n"
-        f"this CPU: {advice.rate:.3g} FLOP/s on 1-vs-all's products in {advice.matmul_dtype} (median of "
-        f"{m.calls} calls, {m.batch_size} x {m.width} queries against {m.candidates:,} entities)\n"
-        f"one 1-vs-all epoch ≈ {advice.epoch_time} "
-        f"(its products: {advice.flops_per_epoch:.3g} FLOPs = 12·T·N·W at rank {advice.rank})\n"
+        f"this CPU: a kbc-fast training step takes {p.seconds_per_step:.3g} s (batch {p.batch_size}, rank "
+        f"{advice.rank}, {p.matmul_dtype} products, {xla}; median of {len(p.step_seconds)} after "
+        f"{p.warmup_steps} warm-up) on a stand-in graph of {p.num_entities:,} entities and "
+        f"{p.num_relations:,} relations\n"
+        f"one 1-vs-all epoch ≈ {advice.epoch_time}, an estimate ({steps} x "
+        f"{p.seconds_per_step:.3g} s x {advice.num_entities:,} / {p.num_entities:,} entities; validation not "
+        f"included; its products: {advice.flops_per_epoch:.3g} FLOPs = 12·T·N·W at rank {advice.rank}, "
+        f"{advice.effective_rate:.3g} FLOP/s over the whole step)\n"
         f"recommendation: {advice.regime}\ncommand: {advice.command}\nwhy: {advice.reason}\n"
         f"floor: measure the slot-frequency floor beside any result: {advice.floor_command}"
     )

@@ -120,16 +120,16 @@ def advise(
     *,
     rank: int = 200,
     matmul_dtype: str = "auto",
-    rate: float | None = None,
+    epoch_seconds: float | None = None,
 ) -> Advice:
     """Which regime to train ``data`` with in ``hours`` on this CPU: 1-vs-all (``--preset
     kbc-fast``) or sampled JoBi (``--joint --p 0.3``), with the command and the reason.
 
     Why: on the graphs measured here with 2 or more training triples per entity, 1-vs-all
-    passed sampled JoBi's converged model within 2 to 4 epochs, but its epoch costs
-    ``12·T·N·W`` FLOPs; whether those epochs fit depends on how fast this CPU multiplies, which
-    is measured in a few seconds on the products 1-vs-all training spends its time in
-    (`jobi_tf.training.advice`, with the measurements behind the rule).
+    passed sampled JoBi's converged model within 2 to 4 epochs, but its epoch scores every
+    entity for every query; whether those epochs fit depends on this CPU, so a few kbc-fast
+    training steps are timed here on a stand-in graph of up to 20,000 entities and scaled to
+    the graph's epoch (`jobi_tf.training.advice`, with the measurements behind the rule).
 
     Args:
         data: a `Dataset`, or anything `load_dataset` takes.
@@ -137,17 +137,19 @@ def advise(
         rank: ComplEx's rank (``--dim``).
         matmul_dtype: ``auto`` (as training chooses: bfloat16 products where the CPU has
             bfloat16 dot products), ``float32`` or ``bfloat16``.
-        rate: FLOP/s to decide with instead of measuring.
+        epoch_seconds: one 1-vs-all epoch's seconds to decide with instead of timing steps.
 
     Returns:
-        An `Advice`: ``.regime``, ``.command``, ``.reason``, ``.epoch_seconds``, ``.rate``;
+        An `Advice`: ``.regime``, ``.command``, ``.reason``, ``.epoch_seconds``, ``.probe``;
         ``.to_dict()`` for all of it.
     """
     from jobi_tf.training.advice import advise as advise_graph
 
     dataset = data if isinstance(data, Dataset) else load_dataset(data)
     with python_errors():
-        return advise_graph(dataset.index, hours, data=dataset.data, rank=rank, matmul_dtype=matmul_dtype, rate=rate)
+        return advise_graph(
+            dataset.index, hours, data=dataset.data, rank=rank, matmul_dtype=matmul_dtype, epoch_seconds=epoch_seconds
+        )
 
 
 def _run_config(base: RunConfig, preset: str | None, settings: dict[str, Any], dataset: Dataset) -> RunConfig:

@@ -1,11 +1,13 @@
 """Which regime to train a graph with in a budget of hours on this CPU: 1-vs-all or sampled JoBi.
 
-Why measured: a 1-vs-all epoch is nearly all matrix products, ``12·T·N·W`` FLOPs (T training
-triples, N entities, rows of W floats), whose rate differs by more than 10x between CPUs
-(bfloat16 dot products or not, cores, load); the decision guide used one AMD EPYC core's.
-`measure_rate` times those products here, `epoch_flops` counts an epoch, `RULE` says how many
-epochs 1-vs-all needed to pass sampled JoBi's converged model at a graph's sparsity
-(`MEASUREMENTS`), and `advise` puts them together. TensorFlow is imported only when measuring.
+Why measured: a 1-vs-all epoch's time differs by more than 10x between CPUs (bfloat16 dot
+products or not, cores, load), and its matrix products (``12·T·N·W`` FLOPs: T training
+triples, N entities, rows of W floats) are only part of it. So `advise` times whole kbc-fast
+steps here (`jobi_tf.training.step_probe`, on a stand-in graph of the graph's relations and up
+to 20,000 entities), scales them to the graph's epoch, and `RULE` says how many epochs 1-vs-all
+needed to pass sampled JoBi's converged model at a graph's sparsity (`MEASUREMENTS`). The
+estimate was checked against a real epoch once (docs/results/decision-guide/). TensorFlow is
+imported only when advising.
 """
 
 from __future__ import annotations
@@ -14,28 +16,25 @@ import dataclasses
 import math
 import os
 import shlex
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
-from jobi_tf.config import DataConfig, ModelConfig
+from jobi_tf.config import DataConfig, ModelConfig, RunConfig, with_settings
 from jobi_tf.config.fields import MATMUL_DTYPE_CHOICES
 from jobi_tf.data.index import KGIndex
 from jobi_tf.datasets.loading import LOCAL_COPIES_ENV
 from jobi_tf.runtime.errors import ConfigError
 from jobi_tf.runtime.tf_settings import choose_matmul_dtype
-from jobi_tf.training.presets import PRESETS
+from jobi_tf.training.presets import PRESETS, apply_preset
+from jobi_tf.training.step_probe import MAX_PROBE_ENTITIES, StepTiming, probe_steps, steps_per_epoch
 
-__all__ = ["Measurement", "MEASUREMENTS", "RuleRow", "RULE", "rule_row", "RateMeasurement", "product_flops"]
-__all__ += ["measure_rate", "epoch_flops", "Advice", "advise", "ONE_VS_ALL", "SAMPLED_JOBI"]
+__all__ = ["Measurement", "MEASUREMENTS", "RuleRow", "RULE", "rule_row", "one_vs_all_config", "epoch_flops"]
+__all__ += ["Advice", "advise", "ONE_VS_ALL", "SAMPLED_JOBI"]
 
 ONE_VS_ALL = "1-vs-all"
 SAMPLED_JOBI = "sampled JoBi"
-#: The 1-vs-all recipe the rule was measured with; its batch and XLA setting shape the rate.
+#: The 1-vs-all recipe the rule was measured with, and whose steps are timed.
 ONE_VS_ALL_PRESET = "kbc-fast"
-#: Entities the rate is measured against at most: the products' steady speed in a few seconds.
-MAX_CANDIDATES = 50_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,59 +119,6 @@ def rule_row(triples_per_entity: float) -> RuleRow:
     return next(row for row in RULE if triples_per_entity >= row.min_triples_per_entity)
 
 
-@dataclasses.dataclass(frozen=True)
-class RateMeasurement:
-    """How fast this CPU ran 1-vs-all's products: ``[batch_size, width]`` queries against
-    ``candidates`` entity rows, the forward and both backward products, in ``dtype``; the
-    median of ``calls`` timed calls."""
-
-    flops_per_second: float
-    dtype: str
-    batch_size: int
-    candidates: int
-    width: int
-    seconds_per_call: float
-    calls: int
-    flops_per_call: int
-
-
-def product_flops(batch_size: int, candidates: int, width: int) -> int:
-    """FLOPs of one 1-vs-all step's products: the scores ``q @ E^T`` and the gradients of
-    ``q`` and of ``E``, each ``2·B·M·W`` (a multiply and an add per term)."""
-    return 3 * 2 * batch_size * candidates * width
-
-
-def measure_rate(
-    width: int, candidates: int, *, batch_size: int = 500, dtype: str = "float32", calls: int = 5, seed: int = 0
-) -> RateMeasurement:
-    """Time 1-vs-all's products on this CPU: one warm-up call, then the median of ``calls``.
-
-    The three products run in one ``tf.function`` without XLA, as ``--preset kbc-fast``
-    trains, on the threads TensorFlow gives by default, as training leaves them; the inputs
-    are cast to ``dtype`` before the timed calls, as the model casts its rows before its products.
-    """
-    import tensorflow as tf
-
-    shapes = [(batch_size, width), (candidates, width), (batch_size, candidates)]
-    queries, table, upstream = (
-        tf.cast(tf.random.stateless_normal(s, seed=(seed, i)), dtype) for i, s in enumerate(shapes)
-    )
-
-    @tf.function(jit_compile=False)
-    def step(q: tf.Tensor, e: tf.Tensor, g: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        scores = tf.matmul(q, e, transpose_b=True)  # [B, M]
-        return scores, tf.matmul(g, e), tf.matmul(g, q, transpose_a=True)  # d/dq [B, W], d/dE [M, W]
-
-    step(queries, table, upstream)  # traces
-    seconds = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        step(queries, table, upstream)
-        seconds.append(time.perf_counter() - start)
-    median, flops = statistics.median(seconds), product_flops(batch_size, candidates, width)
-    return RateMeasurement(flops / median, dtype, batch_size, candidates, width, median, calls, flops)
-
-
 def epoch_flops(num_triples: int, num_entities: int, width: int) -> int:
     """FLOPs of one 1-vs-all epoch: 2 queries per triple (reciprocal relations), each
     ``2·N·W`` forward and ``4·N·W`` backward: ``12·T·N·W``."""
@@ -189,13 +135,14 @@ def _duration(seconds: float) -> str:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Advice:
     """What `advise` measured for a graph and a budget. The decision (`regime`, `command`,
-    `reason`) is derived from the fields, so an `Advice` with another rate decides anew.
+    `reason`) is derived from the fields, so an `Advice` with another ``epoch_seconds`` decides anew.
 
     Attributes:
         graph, num_entities, num_relations, num_triples: the graph's name and sizes (T: training triples).
         rank, width: ComplEx's rank and its rows' floats W (``2·rank``); matmul_dtype: training's
-            products' dtype (``auto`` resolved as training resolves it).
-        rate: this CPU's FLOP/s on those products; measurement: how (None: the rate was given).
+            products' dtype (``auto`` resolved as training resolves it); batch_size: kbc-fast's.
+        epoch_seconds: one 1-vs-all epoch on this CPU, estimated from ``probe`` (validation
+            not included); probe: the timed steps (None: ``epoch_seconds`` was given).
         hours: the budget; graph_flags: the graph's flags in the commands; floor_command: how to
             measure the slot-frequency floor to read any result against.
     """
@@ -207,8 +154,9 @@ class Advice:
     rank: int
     width: int
     matmul_dtype: str
-    rate: float
-    measurement: RateMeasurement | None
+    batch_size: int
+    epoch_seconds: float
+    probe: StepTiming | None
     hours: float
     graph_flags: str
     floor_command: str
@@ -218,12 +166,18 @@ class Advice:
         return self.num_triples / self.num_entities
 
     @property
+    def steps_per_epoch(self) -> int:
+        return steps_per_epoch(self.num_triples, self.batch_size)
+
+    @property
     def flops_per_epoch(self) -> int:
+        """The epoch's matrix products (`epoch_flops`), for information: not what is timed."""
         return epoch_flops(self.num_triples, self.num_entities, self.width)
 
     @property
-    def epoch_seconds(self) -> float:
-        return self.flops_per_epoch / self.rate
+    def effective_rate(self) -> float:
+        """The epoch's product FLOPs over its estimated seconds (for information: the rest of the step counts too)."""
+        return self.flops_per_epoch / self.epoch_seconds
 
     @property
     def epoch_time(self) -> str:
@@ -267,9 +221,22 @@ class Advice:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field and derived value, JSON-ready."""
-        derived = ("triples_per_entity", "flops_per_epoch", "epoch_seconds", "epoch_time", "regime", "command")
+        derived = ("triples_per_entity", "steps_per_epoch", "flops_per_epoch", "effective_rate", "epoch_time")
+        derived += ("regime", "command")
         out = {**dataclasses.asdict(self), **{name: getattr(self, name) for name in (*derived, "reason")}}
         return {**out, "epochs": self.rule.epochs, "rule": dataclasses.asdict(self.rule)}
+
+
+def one_vs_all_config(rank: int = 200, matmul_dtype: str = "auto", dataset: str | None = None) -> RunConfig:
+    """The config ``jobi-tf train --preset kbc-fast --matmul-dtype MATMUL_DTYPE [--dim RANK]``
+    trains for ``dataset`` (its name picks the preset's settings for it), with ``auto``
+    resolved as training resolves it on this machine (`choose_matmul_dtype`)."""
+    import tensorflow as tf
+
+    cfg = apply_preset(RunConfig(), ONE_VS_ALL_PRESET, dataset=dataset)
+    gpus = bool(tf.config.list_physical_devices("GPU"))
+    dtype = choose_matmul_dtype(matmul_dtype, cfg.train.jit_compile, gpus)
+    return with_settings(cfg, {"dim": rank, "matmul_dtype": dtype})
 
 
 def advise(
@@ -279,52 +246,53 @@ def advise(
     data: DataConfig | None = None,
     rank: int = 200,
     matmul_dtype: str = "auto",
-    rate: float | None = None,
+    epoch_seconds: float | None = None,
 ) -> Advice:
-    """Measure this CPU's 1-vs-all rate (unless ``rate`` is given) and advise on a regime.
+    """Time kbc-fast's training steps on this CPU (unless ``epoch_seconds`` is given) and advise on a regime.
+
+    The steps run on a stand-in graph of ``min(N, 20,000)`` entities and the graph's relations
+    (`jobi_tf.training.step_probe`: the median of five after two warm-up), scaled to the graph's epoch.
 
     Args:
-        index: the graph; the size of its training split is what counts.
+        index: the graph; the sizes of its training split and entity table are what count.
         hours: the training budget.
-        data: where the graph came from, for the commands (None: ``--data-dir GRAPH``).
+        data: where the graph came from, for the commands and the preset's per-dataset
+            settings (None: ``--data-dir GRAPH``).
         rank: ComplEx's rank (``--dim``) of the recipes.
         matmul_dtype: ``auto`` (resolved as kbc-fast's training resolves it), ``float32``, ``bfloat16``.
-        rate: FLOP/s to decide with instead of measuring (a test, a rate measured elsewhere).
+        epoch_seconds: one 1-vs-all epoch's seconds to decide with instead of probing (a
+            test, an epoch timed elsewhere).
 
     Raises:
         ConfigError: an argument out of range, naming it.
     """
-    _check_arguments(hours, rank, matmul_dtype, rate)
-    import tensorflow as tf
-
+    _check_arguments(hours, rank, matmul_dtype, epoch_seconds)
     from jobi_tf.models.scorers import get_scorer
 
-    recipe = PRESETS[ONE_VS_ALL_PRESET].settings  # its scorer is ComplEx; its XLA setting counts for auto
-    width = get_scorer("complex").entity_width(rank)
-    dtype = choose_matmul_dtype(matmul_dtype, recipe["jit_compile"], bool(tf.config.list_physical_devices("GPU")))
-    measurement = None
-    if rate is None:  # kbc-fast's batch against (at most MAX_CANDIDATES of) the graph's entities
-        candidates = min(index.num_entities, MAX_CANDIDATES)
-        measurement = measure_rate(width, candidates, batch_size=recipe["batch_size"], dtype=dtype)
-        rate = measurement.flops_per_second
+    cfg = one_vs_all_config(rank, matmul_dtype, data.name if data is not None else None)
+    num_triples, probe = len(index.train), None
+    if epoch_seconds is None:
+        probe = probe_steps(cfg, min(index.num_entities, MAX_PROBE_ENTITIES), index.num_relations)
+        epoch_seconds = probe.epoch_seconds(num_triples, index.num_entities)
     return Advice(
         graph=data.name if data is not None else "triples",
         num_entities=index.num_entities,
         num_relations=index.num_relations,
-        num_triples=len(index.train),
+        num_triples=num_triples,
         rank=rank,
-        width=width,
-        matmul_dtype=dtype,
-        rate=float(rate),
-        measurement=measurement,
+        width=get_scorer(cfg.model.model).entity_width(rank),
+        matmul_dtype=cfg.train.matmul_dtype,
+        batch_size=cfg.sampler.batch_size,
+        epoch_seconds=float(epoch_seconds),
+        probe=probe,
         hours=float(hours),
         graph_flags=_graph_flags(data),
         floor_command=_floor_command(data),
     )
 
 
-def _check_arguments(hours: float, rank: int, matmul_dtype: str, rate: float | None) -> None:
-    for name, value in (("hours", hours), ("rate", 1.0 if rate is None else rate)):
+def _check_arguments(hours: float, rank: int, matmul_dtype: str, epoch_seconds: float | None) -> None:
+    for name, value in (("hours", hours), ("epoch_seconds", 1.0 if epoch_seconds is None else epoch_seconds)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ConfigError(name, f"must be a finite number > 0. Received: {value!r}")
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
