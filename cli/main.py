@@ -22,6 +22,7 @@ _SUBCOMMANDS = {
     "grid": ("jobi_tf.cli.grid", "grid", "Run a hyper-parameter grid (resumable); report the best cell per group."),
     "predict": ("jobi_tf.cli.predict", "predict", "Ask an export (in-process or via TF Serving) for top-k or a score."),
     "calibrate": ("jobi_tf.cli.calibrate", "calibrate", "Fit per-relation probabilities of a run on validation."),
+    "advise": ("jobi_tf.cli.advise", "advise", "1-vs-all or sampled JoBi for a graph and a budget, timed on this CPU."),
 }
 
 

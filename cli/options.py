@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 
 import click
 
-from jobi_tf.config import SECTIONS, EvalConfig, RunConfig, flag_name
+from jobi_tf.config import SECTIONS, DataConfig, EvalConfig, RunConfig, flag_name
 
-__all__ = ["config_options", "config_from_flags", "eval_options", "TRAIN_SECTIONS"]
+__all__ = ["config_options", "config_from_flags", "eval_options", "graph_options", "TRAIN_SECTIONS"]
 
 #: The sections ``jobi-tf train`` exposes, in the order its help lists them.
 TRAIN_SECTIONS = ("data", "sampler", "model", "train", "eval", "distribute")
@@ -69,6 +69,13 @@ def config_from_flags(flags: dict) -> RunConfig:
         for s in TRAIN_SECTIONS
     }
     return RunConfig(**sections, seed=flags["seed"])
+
+
+def graph_options(fn: Callable) -> Callable:
+    """``--dataset`` and ``--data-dir``, as ``jobi-tf train`` has them (without the synthetic graph's sizes)."""
+    for field in reversed([f for f in dataclasses.fields(DataConfig) if f.name in ("dataset", "data_dir")]):
+        fn = _option(DataConfig, field)(fn)
+    return fn
 
 
 def eval_options(fn: Callable) -> Callable:

@@ -1,0 +1,316 @@
+"""Which regime to train a graph with in a budget of hours on this CPU: 1-vs-all or sampled JoBi.
+
+Why measured: a 1-vs-all epoch's time differs by more than 10x between CPUs (bfloat16 dot
+products or not, cores, load), and its matrix products (``12·T·N·W`` FLOPs: T training
+triples, N entities, rows of W floats) are only part of it. So `advise` times whole kbc-fast
+steps here (`jobi_tf.training.step_probe`, on a stand-in graph of the graph's relations and up
+to 20,000 entities), scales them to the graph's epoch, and `RULE` says how many epochs 1-vs-all
+needed to pass sampled JoBi's converged model at a graph's sparsity (`MEASUREMENTS`). The
+estimate was checked against a real epoch once (docs/results/decision-guide/). TensorFlow is
+imported only when advising.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from jobi_tf.config import DataConfig, ModelConfig, RunConfig, with_settings
+from jobi_tf.config.fields import MATMUL_DTYPE_CHOICES
+from jobi_tf.data.index import KGIndex
+from jobi_tf.datasets.loading import LOCAL_COPIES_ENV
+from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.runtime.tf_settings import choose_matmul_dtype
+from jobi_tf.training.presets import PRESETS, apply_preset
+from jobi_tf.training.step_probe import MAX_PROBE_ENTITIES, StepTiming, probe_steps, steps_per_epoch
+
+__all__ = ["Measurement", "MEASUREMENTS", "RuleRow", "RULE", "rule_row", "one_vs_all_config", "epoch_flops"]
+__all__ += ["Advice", "advise", "ONE_VS_ALL", "SAMPLED_JOBI"]
+
+ONE_VS_ALL = "1-vs-all"
+SAMPLED_JOBI = "sampled JoBi"
+#: The 1-vs-all recipe the rule was measured with, and whose steps are timed.
+ONE_VS_ALL_PRESET = "kbc-fast"
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One graph on which 1-vs-all (``--preset kbc-fast``) raced sampled JoBi (``--joint --p 0.3``).
+
+    Attributes:
+        graph: the graph's name.
+        triples_per_entity: its training triples per entity, T / N.
+        epochs: the 1-vs-all epochs after which its validation MRR first passed sampled
+            JoBi's best; None: not passed in the epochs trained (``result`` says how many).
+        result: the figures behind ``epochs``.
+        source: where they were measured: raw files under docs/results/, or a report.
+    """
+
+    graph: str
+    triples_per_entity: float
+    epochs: int | None
+    result: str
+    source: str
+
+
+_APH = "bench/accuracy_per_hour.py on one AMD EPYC core with AVX512-BF16, bfloat16 products: docs/results/"
+#: What `RULE` stands on, one seed each. All but the last graph: ``--preset kbc-fast
+#: --matmul-dtype bfloat16`` against sampled JoBi's run to convergence (each raw file's
+#: ``curve`` holds the validation MRR of every epoch).
+MEASUREMENTS: tuple[Measurement, ...] = (
+    Measurement(
+        "FB15k-237", 18.7, 2, "validation MRR 0.3263 after 2 epochs against JoBi's best 0.3207",
+        _APH + "accuracy-per-hour/fb15k-237-one-vs-all-s0.json against fb15k-237-jobi-s0.json",
+    ),
+    Measurement(
+        "FB15k-237 replicated at K = 1", 10.5, 2, "validation MRR 0.2182 after 2 epochs against JoBi's best 0.2163",
+        _APH + "replicated/aph-K1-one-vs-all-s0.json against aph-K1-jobi-s0.json",
+    ),
+    Measurement(
+        "FB15k-237 replicated at K = 4", 10.6, 2, "validation MRR 0.1988 after 2 epochs against JoBi's best 0.1937",
+        _APH + "replicated/aph-K4-one-vs-all-s0.json against aph-K4-jobi-s0.json",
+    ),
+    Measurement(
+        "WN18RR", 2.1, 4, "validation MRR 0.4525 after 4 epochs against JoBi's best 0.4489 "
+        "(0.4483 after 3; level on test after 3: 0.4501 against 0.4490)",
+        _APH + "accuracy-per-hour/wn18rr-one-vs-all-s0.json against wn18rr-jobi-s0.json",
+    ),
+    Measurement(
+        "a user's graph of 78k entities", 1.3, None, "not passed in 3 epochs: test MRR 0.080 against JoBi's 0.179",
+        "a user's bug report (the graph of docs/studies/one-vs-all-stall.md); AVX2, float32 products",
+    ),
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RuleRow:
+    """A band of sparsity and the 1-vs-all epochs it takes there to pass sampled JoBi.
+
+    Attributes:
+        min_triples_per_entity: where the band starts (it ends where the denser row starts).
+        epochs: the 1-vs-all epochs to budget; None: 1-vs-all is not recommended in the band.
+        measured_on: the `MEASUREMENTS` in the band.
+    """
+
+    min_triples_per_entity: float
+    epochs: int | None
+    measured_on: tuple[Measurement, ...]
+
+
+def _band(low: float, high: float) -> tuple[Measurement, ...]:
+    return tuple(m for m in MEASUREMENTS if low <= m.triples_per_entity < high)
+
+
+#: The rule, densest band first: 2 epochs from 10 triples per entity, 4 from 2 (WN18RR's 4 are
+#: by validation), and below 2 no measured graph where 1-vs-all passed sampled JoBi in time.
+RULE: tuple[RuleRow, ...] = (
+    RuleRow(min_triples_per_entity=10.0, epochs=2, measured_on=_band(10.0, math.inf)),
+    RuleRow(min_triples_per_entity=2.0, epochs=4, measured_on=_band(2.0, 10.0)),
+    RuleRow(min_triples_per_entity=0.0, epochs=None, measured_on=_band(0.0, 2.0)),
+)
+
+
+def rule_row(triples_per_entity: float) -> RuleRow:
+    """The row of `RULE` whose band holds ``triples_per_entity``."""
+    return next(row for row in RULE if triples_per_entity >= row.min_triples_per_entity)
+
+
+def epoch_flops(num_triples: int, num_entities: int, width: int) -> int:
+    """FLOPs of one 1-vs-all epoch: 2 queries per triple (reciprocal relations), each
+    ``2·N·W`` forward and ``4·N·W`` backward: ``12·T·N·W``."""
+    return 12 * num_triples * num_entities * width
+
+
+def _duration(seconds: float) -> str:
+    for unit, size, above in (("years", 365 * 86400, 365 * 86400), ("days", 86400, 2 * 86400), ("h", 3600, 7200)):
+        if seconds >= above:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.1f} s"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Advice:
+    """What `advise` measured for a graph and a budget. The decision (`regime`, `command`,
+    `reason`) is derived from the fields, so an `Advice` with another ``epoch_seconds`` decides anew.
+
+    Attributes:
+        graph, num_entities, num_relations, num_triples: the graph's name and sizes (T: training triples).
+        rank, width: ComplEx's rank and its rows' floats W (``2·rank``); matmul_dtype: training's
+            products' dtype (``auto`` resolved as training resolves it); batch_size: kbc-fast's.
+        epoch_seconds: one 1-vs-all epoch on this CPU, estimated from ``probe`` (validation
+            not included); probe: the timed steps (None: ``epoch_seconds`` was given).
+        hours: the budget; graph_flags: the graph's flags in the commands; floor_command: how to
+            measure the slot-frequency floor to read any result against.
+    """
+
+    graph: str
+    num_entities: int
+    num_relations: int
+    num_triples: int
+    rank: int
+    width: int
+    matmul_dtype: str
+    batch_size: int
+    epoch_seconds: float
+    probe: StepTiming | None
+    hours: float
+    graph_flags: str
+    floor_command: str
+
+    @property
+    def triples_per_entity(self) -> float:
+        return self.num_triples / self.num_entities
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return steps_per_epoch(self.num_triples, self.batch_size)
+
+    @property
+    def flops_per_epoch(self) -> int:
+        """The epoch's matrix products (`epoch_flops`), for information: not what is timed."""
+        return epoch_flops(self.num_triples, self.num_entities, self.width)
+
+    @property
+    def effective_rate(self) -> float:
+        """The epoch's product FLOPs over its estimated seconds (for information: the rest of the step counts too)."""
+        return self.flops_per_epoch / self.epoch_seconds
+
+    @property
+    def epoch_time(self) -> str:
+        return _duration(self.epoch_seconds)
+
+    @property
+    def rule(self) -> RuleRow:
+        return rule_row(self.triples_per_entity)
+
+    @property
+    def regime(self) -> str:
+        """`ONE_VS_ALL` when the rule's epochs fit in the budget, else `SAMPLED_JOBI`."""
+        epochs = self.rule.epochs
+        return ONE_VS_ALL if epochs is not None and epochs * self.epoch_seconds <= self.hours * 3600 else SAMPLED_JOBI
+
+    @property
+    def command(self) -> str:
+        one_vs_all = self.regime == ONE_VS_ALL
+        recipe = f"--preset {ONE_VS_ALL_PRESET} --matmul-dtype auto" if one_vs_all else "--joint --p 0.3"
+        dim = PRESETS[ONE_VS_ALL_PRESET].settings["dim"] if one_vs_all else ModelConfig().dim
+        return f"jobi-tf train {self.graph_flags} {recipe}" + ("" if self.rank == dim else f" --dim {self.rank}")
+
+    @property
+    def reason(self) -> str:
+        """One sentence: the rule's row, its epochs, an epoch's time and the budget."""
+        row, epoch, density = self.rule, self.epoch_time, f"{self.triples_per_entity:.1f}"
+        if row.epochs is None:
+            seen = "; ".join(f"{m.graph}, {m.triples_per_entity:g} per entity: {m.result}" for m in row.measured_on)
+            return (
+                f"{density} training triples per entity is below {RULE[-2].min_triples_per_entity:g}, where the "
+                f"guide does not recommend 1-vs-all: no graph measured there on which it passed sampled JoBi in time "
+                f"({seen}); one 1-vs-all epoch would take {epoch}."
+            )
+        graphs = ", ".join(f"{m.graph} ({m.triples_per_entity:g})" for m in row.measured_on)
+        verdict = "fit in" if self.regime == ONE_VS_ALL else "exceed"
+        return (
+            f"{density} training triples per entity is in the rule's row from {row.min_triples_per_entity:g} "
+            f"(measured on {graphs}): {row.epochs} epochs of 1-vs-all to pass sampled JoBi, and {row.epochs} x "
+            f"{epoch} = {_duration(row.epochs * self.epoch_seconds)} {verdict} the budget of {self.hours:g} h."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field and derived value, JSON-ready."""
+        derived = ("triples_per_entity", "steps_per_epoch", "flops_per_epoch", "effective_rate", "epoch_time")
+        derived += ("regime", "command")
+        out = {**dataclasses.asdict(self), **{name: getattr(self, name) for name in (*derived, "reason")}}
+        return {**out, "epochs": self.rule.epochs, "rule": dataclasses.asdict(self.rule)}
+
+
+def one_vs_all_config(rank: int = 200, matmul_dtype: str = "auto", dataset: str | None = None) -> RunConfig:
+    """The config ``jobi-tf train --preset kbc-fast --matmul-dtype MATMUL_DTYPE [--dim RANK]``
+    trains for ``dataset`` (its name picks the preset's settings for it), with ``auto``
+    resolved as training resolves it on this machine (`choose_matmul_dtype`)."""
+    import tensorflow as tf
+
+    cfg = apply_preset(RunConfig(), ONE_VS_ALL_PRESET, dataset=dataset)
+    gpus = bool(tf.config.list_physical_devices("GPU"))
+    dtype = choose_matmul_dtype(matmul_dtype, cfg.train.jit_compile, gpus)
+    return with_settings(cfg, {"dim": rank, "matmul_dtype": dtype})
+
+
+def advise(
+    index: KGIndex,
+    hours: float,
+    *,
+    data: DataConfig | None = None,
+    rank: int = 200,
+    matmul_dtype: str = "auto",
+    epoch_seconds: float | None = None,
+) -> Advice:
+    """Time kbc-fast's training steps on this CPU (unless ``epoch_seconds`` is given) and advise on a regime.
+
+    The steps run on a stand-in graph of ``min(N, 20,000)`` entities and the graph's relations
+    (`jobi_tf.training.step_probe`: the median of five after two warm-up), scaled to the graph's epoch.
+
+    Args:
+        index: the graph; the sizes of its training split and entity table are what count.
+        hours: the training budget.
+        data: where the graph came from, for the commands and the preset's per-dataset
+            settings (None: ``--data-dir GRAPH``).
+        rank: ComplEx's rank (``--dim``) of the recipes.
+        matmul_dtype: ``auto`` (resolved as kbc-fast's training resolves it), ``float32``, ``bfloat16``.
+        epoch_seconds: one 1-vs-all epoch's seconds to decide with instead of probing (a
+            test, an epoch timed elsewhere).
+
+    Raises:
+        ConfigError: an argument out of range, naming it.
+    """
+    _check_arguments(hours, rank, matmul_dtype, epoch_seconds)
+    from jobi_tf.models.scorers import get_scorer
+
+    cfg = one_vs_all_config(rank, matmul_dtype, data.name if data is not None else None)
+    num_triples, probe = len(index.train), None
+    if epoch_seconds is None:
+        probe = probe_steps(cfg, min(index.num_entities, MAX_PROBE_ENTITIES), index.num_relations)
+        epoch_seconds = probe.epoch_seconds(num_triples, index.num_entities)
+    return Advice(
+        graph=data.name if data is not None else "triples",
+        num_entities=index.num_entities,
+        num_relations=index.num_relations,
+        num_triples=num_triples,
+        rank=rank,
+        width=get_scorer(cfg.model.model).entity_width(rank),
+        matmul_dtype=cfg.train.matmul_dtype,
+        batch_size=cfg.sampler.batch_size,
+        epoch_seconds=float(epoch_seconds),
+        probe=probe,
+        hours=float(hours),
+        graph_flags=_graph_flags(data),
+        floor_command=_floor_command(data),
+    )
+
+
+def _check_arguments(hours: float, rank: int, matmul_dtype: str, epoch_seconds: float | None) -> None:
+    for name, value in (("hours", hours), ("epoch_seconds", 1.0 if epoch_seconds is None else epoch_seconds)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ConfigError(name, f"must be a finite number > 0. Received: {value!r}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ConfigError("rank", f"must be an integer >= 1. Received: {rank!r}")
+    if matmul_dtype not in MATMUL_DTYPE_CHOICES:
+        raise ConfigError("matmul_dtype", f"must be one of {MATMUL_DTYPE_CHOICES}. Received: {matmul_dtype!r}")
+
+
+def _graph_flags(data: DataConfig | None) -> str:
+    if data is None:
+        return "--data-dir GRAPH"
+    given = (("--dataset", data.dataset), ("--data-dir", data.data_dir))
+    return shlex.join([part for flag, value in given if value is not None for part in (flag, value)])
+
+
+def _floor_command(data: DataConfig | None) -> str:
+    """bench/popularity_ranking.py (a source checkout's) on the graph's folder, or a named graph's local copy."""
+    folder, root = (data.data_dir if data else None), os.environ.get(LOCAL_COPIES_ENV)
+    if folder is None and data is not None and data.dataset and root and (Path(root) / data.dataset).is_dir():
+        folder = str(Path(root) / data.dataset)
+    return "python bench/popularity_ranking.py --data-dir " + (shlex.quote(folder) if folder else "DIR")
