@@ -94,8 +94,9 @@ def split_metrics(queries: np.ndarray, by_side: dict[str, np.ndarray], hub: np.n
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--dataset", default=None, help="a named dataset instead of a folder")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data-dir", help="a folder with train.txt, valid.txt, test.txt")
+    source.add_argument("--dataset", help="a named dataset instead of a folder")
     parser.add_argument("--split", nargs="+", default=["test", "valid"], choices=["test", "valid"])
     parser.add_argument("--hubs", action="store_true", help="split by hub answers without a replicate.json")
     args = parser.parse_args()
