@@ -394,8 +394,14 @@ def plan_target(budget: float, state: dict, table: dict, cum: dict, steps: int, 
     if crossed:  # crossed before a kill: only the test evaluation is missing
         return epoch if state["step"] == 0 else next_validation
     est, extra, samples = pace(table, steps)
-    if est is None:  # no steady epoch yet: at least two epochs, so that the second measures one
-        return max(next_validation, math.ceil((epoch + 2) / every) * every)
+    if est is None:
+        # No steady epoch yet. Nothing measured: one interval (an epoch of a large 1-vs-all run
+        # can pass several budgets, and a longer call would lose their weights). A call's first
+        # epochs measured: aim by the slowest of them (tracing included, so short of the budget).
+        firsts = [t["seconds"] for t in table.values() if t["steps"] == steps]
+        if not firsts:
+            return next_validation
+        est, samples = max(firsts), 1
     room = budget - cum.get(epoch, 0.0) - extra
     n = min(math.floor(room / (MARGIN * est)), GROWTH * samples)  # no long jump on a few measured epochs
     return max(next_validation, epoch + n // every * every)
@@ -714,14 +720,14 @@ class PbgRun:
 
 
 def run_pbg(args, out: Path, progress: dict, save, name: str, folder: Path) -> dict:
-    from jobi_tf.data.index import build_index
-    from jobi_tf.data.triples import read_split_folder
+    from jobi_tf.datasets.loading import load_index
     from jobi_tf.evaluation.ranking import FilteredEvaluator
 
     if not args.peer_python:
         sys.exit("--system pbg needs --peer-python (a virtualenv with torchbiggraph)")
     p = pbg_flags(args.flags)
-    entities, relations, index = build_index(read_split_folder(folder), name)  # as pbg_vs_jobi.py
+    # Ids straight from the folder: string arrays of an FB1.9M-size graph's labels need tens of GiB.
+    entities, relations, index = load_index(DataConfig(data_dir=str(folder)))
     evaluator = FilteredEvaluator(index, EvalConfig(), relation_labels=relations.labels)
     pbg = PbgRun(args, out, progress, p, (entities, relations, evaluator, replicated_hubs(folder, entities)))
     progress["harness_flags"] = vars(p)

@@ -11,7 +11,9 @@ Steps:
    the entity count (the entities that occur in the graph).
 2. For each budget, one panel: one line per system through its runs' points at that budget
    (several seeds: the mean, with a bar from the lowest to the highest), and the floor's line.
-   A budget a run has not reached yet is left out, and said in the JSON line.
+   A budget a run has not reached yet is left out, and so is a point the harness could not
+   take at its budget (``exact: false``: it holds a later epoch's model); both are said in
+   the JSON line. A point evaluated separately can be given as a record of the same shape.
 3. Print one JSON line with every plotted value (and what was missing).
 
 Run:  python bench/plot_crossover.py docs/results/replicated/aph-*.json \\
@@ -73,8 +75,11 @@ def points_at(records: list[tuple[Path, dict]], floors: dict, budgets, part: str
         entities = floors[data][0]
         by_budget = {p["budget_min"]: p for p in record["points"]}
         for budget in budgets:
-            if budget in by_budget:
-                values[budget][record["system"]][entities].append(metric_of(by_budget[budget]["test"], part, metric))
+            point = by_budget.get(budget)
+            if point is not None and point.get("exact", True):
+                values[budget][record["system"]][entities].append(metric_of(point["test"], part, metric))
+            elif point is not None:  # the model of a later epoch (the budget's own was not tested)
+                missing.append(f"{path.name}: {budget:g} min (not exact: the point holds epoch {point['epochs']})")
             else:
                 missing.append(f"{path.name}: {budget:g} min")
     return values, missing

@@ -105,8 +105,11 @@ def test_a_continuation_aims_short_of_the_budget():
     assert aph.plan_target(100.0, state, table, cum, STEPS, every=5) == 20 + 65
     assert aph.plan_target(24.0, state, table, cum, STEPS, every=1) == 21  # too close: one interval
     assert aph.plan_target(20.0, state, table, cum, STEPS, every=1) == 20  # crossed before a kill: test only
-    early = {1: table[1]}
-    assert aph.plan_target(100.0, {"epoch": 1, "step": 0, "history": []}, early, aph.cumulative(early), STEPS, 1) == 3
+    early = {1: table[1]}  # one epoch measured, the first of its call (4 s): aimed by it, at most GROWTH on
+    assert aph.plan_target(100.0, {"epoch": 1, "step": 0, "history": []}, early, aph.cumulative(early), STEPS, 1) == 5
+    assert aph.plan_target(12.0, {"epoch": 1, "step": 0, "history": []}, early, aph.cumulative(early), STEPS, 1) == 2
+    # nothing measured: one validation interval, so that a first epoch past several budgets keeps their weights
+    assert aph.plan_target(100.0, {"epoch": 0, "step": 0, "history": []}, {}, {}, STEPS, every=2) == 2
 
 
 def test_a_point_is_late_when_the_best_weights_moved_past_the_first_crossing():
