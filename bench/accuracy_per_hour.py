@@ -101,7 +101,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from jobi_tf.runtime.atomic import write_json_atomic  # noqa: E402
-from jobi_tf.config import EvalConfig, RunConfig  # noqa: E402
+from jobi_tf.config import DataConfig, EvalConfig, RunConfig  # noqa: E402
 from jobi_tf.runtime.errors import JobiError, TrainingStopped  # noqa: E402
 from jobi_tf.runtime.types import RANK_METRICS  # noqa: E402
 
