@@ -72,6 +72,7 @@ class BlockRanker:
         targets: np.ndarray,
         blocks: list[tuple[int, int]],
         allowed: np.ndarray | None = None,
+        offsets: tf.Tensor | None = None,
     ) -> BlockCounts:
         """Counts of ``B`` queries over every block.
 
@@ -84,13 +85,14 @@ class BlockRanker:
             targets: int64 ``(B,)`` each query's true entity.
             blocks: `entity_blocks` of the table.
             allowed: bool ``[B, E]`` candidates to rank (type-aware ranking), or None for all.
+            offsets: float32 ``[B, E]`` added to the scores (the model's slot prior), or None.
         """
         rows, cols = filtered
         if len(blocks) == 1:
             target_scores, target_cols = tf.zeros(len(targets), table.dtype), targets
         else:
             target_scores, target_cols = (
-                self._target_scores(scorer, q, table, targets, blocks),
+                self._target_scores(scorer, q, table, targets, blocks, offsets),
                 np.full(len(targets), -1),
             )
         counts = BlockCounts(len(targets))
@@ -106,23 +108,27 @@ class BlockRanker:
                 target_scores,
                 tf.constant(cols_in_block),
                 None if allowed is None else tf.constant(allowed[:, lo:hi]),
+                None if offsets is None else offsets[:, lo:hi],
             )
             counts.add(lo, g, e, best, best_col)
         counts.target_score = target_score.numpy()
         return counts
 
-    def _target_scores(self, scorer, q, table, targets: np.ndarray, blocks: list[tuple[int, int]]) -> np.ndarray:
+    def _target_scores(
+        self, scorer, q, table, targets: np.ndarray, blocks: list[tuple[int, int]], offsets: tf.Tensor | None = None
+    ) -> np.ndarray:
         """float32 ``(B,)``: each true entity's score, read from its own block's score matrix."""
         target_scores = np.zeros(len(targets), np.float32)
         for lo, hi in blocks:
             inside = (targets >= lo) & (targets < hi)
             if inside.any():
-                block = self._read(scorer, q, table[lo:hi], tf.constant(np.where(inside, targets - lo, 0), tf.int32))
+                cols = tf.constant(np.where(inside, targets - lo, 0), tf.int32)
+                block = self._read(scorer, q, table[lo:hi], cols, None if offsets is None else offsets[:, lo:hi])
                 target_scores[inside] = block.numpy()[inside]
         return target_scores
 
 
-def _count_above(scorer, q, entities, filtered, target_scores, target_cols, allowed=None):
+def _count_above(scorer, q, entities, filtered, target_scores, target_cols, allowed=None, offsets=None):
     """Per query, how many unfiltered entities of a block score above / equal to the target.
 
     Args:
@@ -136,8 +142,9 @@ def _count_above(scorer, q, entities, filtered, target_scores, target_cols, allo
         target_cols: int32 ``[B]`` column of the true entity in this block, or -1; where
             given, the target's score is read from this block's score matrix.
         allowed: bool ``[B, C]`` candidates to rank (type-aware ranking), or None for all.
+        offsets: ``[B, C]`` added to the block's scores (the slot prior), or None.
     """
-    scores = scorer.score_candidates(q, entities)
+    scores = _block_scores(scorer, q, entities, offsets)
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
     target_scores = tf.where(target_cols >= 0, read, tf.cast(target_scores, scores.dtype))
     scores = tf.tensor_scatter_nd_update(scores, filtered, tf.fill([tf.shape(filtered)[0]], -np.inf))
@@ -152,7 +159,13 @@ def _count_above(scorer, q, entities, filtered, target_scores, target_cols, allo
     return greater, equal, best, best_col, target_scores
 
 
-def _read_target_scores(scorer, q, entities, target_cols):
+def _read_target_scores(scorer, q, entities, target_cols, offsets=None):
     """``[B]`` scores at ``target_cols`` of this block's score matrix (first pass, several blocks)."""
-    scores = scorer.score_candidates(q, entities)
+    scores = _block_scores(scorer, q, entities, offsets)
     return tf.gather(scores, target_cols, axis=1, batch_dims=1)
+
+
+def _block_scores(scorer, q, entities, offsets=None):
+    """``[B, C]``: the block's scores, with ``offsets`` added (both passes compute them alike)."""
+    scores = scorer.score_candidates(q, entities)
+    return scores if offsets is None else scores + offsets

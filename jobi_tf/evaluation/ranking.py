@@ -184,15 +184,21 @@ class FilteredEvaluator:
         self, model, triples, is_tail, known: CSR, keys, targets, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(greater, equal, top1)`` of one batch of queries (see `Ranks`)."""
+        prior = getattr(model, "prior", None)
+        offsets = None
         if is_tail:
             q = model.tail_queries(triples[:, HEAD], triples[:, RELATION])
+            if prior is not None:
+                offsets = prior.tails(triples[:, HEAD], triples[:, RELATION])
         else:
             q = model.head_queries(triples[:, RELATION], triples[:, TAIL])
+            if prior is not None:
+                offsets = prior.heads(triples[:, RELATION], triples[:, TAIL])
         targets = np.asarray(targets, np.int64)
         blocks = entity_blocks(self.index.num_entities, self.cfg.chunk_size)
         # every known answer is filtered, the true one included
         counts = self._ranker.count(
-            model.scorer, q, model.entity_embeddings, known.lookup(keys), targets, blocks, allowed
+            model.scorer, q, model.entity_embeddings, known.lookup(keys), targets, blocks, allowed, offsets
         )
         return self._outcome(counts, targets, allowed)
 
@@ -229,7 +235,10 @@ class FilteredEvaluator:
         for start in range(0, len(triples), self.cfg.eval_batch_size):
             batch = triples[start : start + self.cfg.eval_batch_size]
             query = model.scorer.relation_query(model.entity_rows(batch[:, HEAD]), model.entity_rows(batch[:, TAIL]))
-            scores = model.scorer.score_candidates(query, table).numpy()  # [B, R]
+            scores = model.scorer.score_candidates(query, table)  # [B, R]
+            if getattr(model, "prior", None) is not None:
+                scores += model.prior.relations(batch[:, HEAD], batch[:, TAIL])
+            scores = scores.numpy()
             target = scores[np.arange(len(batch)), batch[:, RELATION]]
             pairs = pack(batch[:, HEAD], batch[:, TAIL], self.index.num_entities)
             rows, known = self.index.known_relations.lookup(pairs)

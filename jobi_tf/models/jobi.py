@@ -19,9 +19,10 @@ from jobi_tf import losses, regularizers
 from jobi_tf.config import MATMUL_DTYPES
 from jobi_tf.distributed.sharding import ShardedTable
 from jobi_tf.models.base import DistributedModel
-from jobi_tf.models.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
+from jobi_tf.models.objectives import ONE_VS_ALL, SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
 from jobi_tf.models.scored_batch import ScoredBatch
 from jobi_tf.models.scorers import Scorer, get_scorer
+from jobi_tf.models.slot_prior import SlotPrior, add_slot_prior, slot_log_counts
 from jobi_tf.models.tables import TableQueries, make_tables
 from jobi_tf.regularizers import Regularizer
 from jobi_tf.sampling import features as F
@@ -58,6 +59,9 @@ class JoBiModel(TableQueries, DistributedModel):
         slot_weight: ``full-softmax`` only: extra weight of the asked slot's entities (0 = off).
         relation_prediction: weight of the auxiliary `jobi_tf.models.objectives.RelationPrediction` loss.
         matmul_dtype: ``"float32"`` or ``"bfloat16"``: the dtype of the products that score every entity.
+        slot_prior: w > 0 adds ``w ·`` the log counts of each entity in each relation's slots to
+            every triple-head score (`jobi_tf.models.slot_prior`; a run may fade ``w``); the
+            counts are set by `fill_slot_prior`, and both are saved with the weights. 0 (default): off.
         reciprocal: row ``r + num_relations`` of each relation table is ``r``'s inverse, and a
             head query ``(?, r, t)`` is scored as the tail query ``(t, r⁻¹, ?)`` (Lacroix et
             al., 2018); sampled softmax then needs ``positive_corrupt_tail``.
@@ -101,6 +105,7 @@ class JoBiModel(TableQueries, DistributedModel):
         table_shards: int = 0,
         table_seed: int = 0,
         pair_every: int = 1,
+        slot_prior: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -121,10 +126,11 @@ class JoBiModel(TableQueries, DistributedModel):
         self.penalty = regularizers.get(regularizer, relation_penalty=relation_penalty)
         self.regularization, self.relation_penalty = regularization, relation_penalty
         self.regularizer = regularizer if isinstance(regularizer, str) else None  # (the config's name)
-        self.table_shards = table_shards
+        self.table_shards, self.slot_prior = table_shards, slot_prior
         if table_shards:
             self._check_shardable()
         self._make_tables(table_shards, table_seed)
+        self.prior = self._make_prior() if slot_prior else None
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
         self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
@@ -143,6 +149,20 @@ class JoBiModel(TableQueries, DistributedModel):
         self.triple_relations = tables["triple_relations"]
         self.pair_relations = tables.get("pair_relations")
 
+    def _make_prior(self) -> SlotPrior:
+        if self.objective.regime != ONE_VS_ALL or self.relation_prediction:
+            raise ValueError(
+                "slot_prior needs the full softmax (loss='full-softmax') and relation_prediction=0: "
+                "the other objectives' scores take no prior"
+            )
+        return add_slot_prior(self, self.num_entities, self.num_relations, self.slot_prior)
+
+    def fill_slot_prior(self, train) -> None:
+        """Count the training triples ``train`` (int ``[T, 3]``) into the slot prior's table."""
+        if self.prior is None:
+            raise ValueError("this model has no slot prior (slot_prior=0)")
+        self.slot_log_counts.assign(slot_log_counts(train, self.num_entities, self.num_relations))
+
     def _check_shardable(self) -> None:
         """Sharded tables are read a row at a time: refuse what reads a whole table."""
         if self.objective.regime != SAMPLED:
@@ -151,6 +171,8 @@ class JoBiModel(TableQueries, DistributedModel):
             raise ValueError("table_shards: relation_prediction reads the whole relation table; set it to 0")
         if self.scorer.weights:
             raise ValueError("table_shards: a scorer with weights of its own cannot be sharded")
+        if self.slot_prior:
+            raise ValueError("table_shards: the slot prior is a whole table of counts; set slot_prior to 0")
 
     @property
     def sharded_tables(self) -> list[ShardedTable]:
@@ -177,6 +199,7 @@ class JoBiModel(TableQueries, DistributedModel):
             regularizer=cfg.train.regularizer,
             relation_penalty=cfg.train.relation_penalty,
             pair_every=cfg.train.pair_every,
+            slot_prior=cfg.train.slot_prior,
             init=cfg.model.init,
             reciprocal=cfg.model.reciprocal,
             name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
@@ -301,6 +324,7 @@ class JoBiModel(TableQueries, DistributedModel):
             "slot_weight": self.slot_weight,
             "matmul_dtype": self.matmul_dtype,
             "pair_every": self.pair_every,
+            "slot_prior": self.slot_prior,
             "name": self.name,
         }
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import tensorflow as tf
 
+from jobi_tf.runtime.types import HEAD, RELATION, TAIL, TRIPLE_HEAD
 from jobi_tf.sampling import features as F
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class ScoredBatch:
         self.features = features
         self._read_rows = dict(read or {})
         self.head_q, self.tail_q, self.rows = model.queries(features[F.TRIPLES], heads)
+        self.heads = tuple(heads) if heads is not None else tuple(getattr(model, "stacked_heads", (TRIPLE_HEAD,)))
         if self.riders and self.head_q.shape[1] != 1:
             raise ValueError(f"riders need one stacked head, not {self.head_q.shape[1]}. Received: riders={riders!r}")
         self.relation_rows = [self.rows["relation"]]  # what the positive's scores used (`Factors`)
@@ -137,9 +139,22 @@ class ScoredBatch:
     def all_entities(self) -> tuple[tf.Tensor, tf.Tensor]:
         """``([B, S, E], [B, S, E])``: every entity scored as the tail, then as the head."""
         if self._all is None:
-            self._all = self._every_entity(self.tail_q), self._every_entity(self.head_q)
+            tail, head = self._every_entity(self.tail_q), self._every_entity(self.head_q)
+            prior = getattr(self.model, "prior", None)
+            if prior is not None and TRIPLE_HEAD in self.heads:
+                triples = self.features[F.TRIPLES]
+                h, r, t = triples[:, HEAD], triples[:, RELATION], triples[:, TAIL]
+                tail = self._with_prior(tail, prior.tails(h, r))
+                head = self._with_prior(head, prior.heads(r, t))
+            self._all = tail, head
             self._both_directions_used()
         return self._all
+
+    def _with_prior(self, scores: tf.Tensor, offsets: tf.Tensor) -> tf.Tensor:
+        """``[B, S, E]`` scores with the slot prior's ``[B, E]`` offsets added to the triple head's."""
+        parts = tf.split(scores, len(self.heads), axis=1)  # [B, 1, E] each
+        parts = [p + offsets[:, None] if h == TRIPLE_HEAD else p for h, p in zip(self.heads, parts, strict=True)]
+        return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
 
     def query_scores(self) -> tf.Tensor:
         """``[B, S, E]``: every entity scored for each row's one query (k-vs-all batches: the

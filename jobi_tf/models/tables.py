@@ -82,9 +82,11 @@ class TableQueries:
     """The queries and rows of a model holding an entity table and one relation table per head.
 
     A mixin of `jobi_tf.models.JoBiModel`: it reads the model's ``scorer``, ``num_relations``,
-    ``reciprocal``, ``joint``, ``pair_every``, ``entity_embeddings``, ``triple_relations`` and
-    ``pair_relations`` (None without the pair head). Evaluation and export use only the
-    triple head's queries; training stacks the heads' (`queries`).
+    ``reciprocal``, ``joint``, ``pair_every``, ``entity_embeddings``, ``triple_relations``,
+    ``pair_relations`` (None without the pair head) and ``prior`` (a
+    `jobi_tf.models.slot_prior.SlotPrior` added to the triple head's scores, or None).
+    Evaluation and export use only the triple head's queries; training stacks the heads'
+    (`queries`).
     """
 
     @property
@@ -125,7 +127,10 @@ class TableQueries:
         """``[B]`` triple-head scores of int ``[B, 3]`` triples (the forward relation's, with
         ``reciprocal``: what ranks tails)."""
         head, tail = self.entity_rows(triples[:, HEAD]), self.entity_rows(triples[:, TAIL])
-        return self.scorer.score(head, rows(self.triple_relations, triples[:, RELATION]), tail)
+        scores = self.scorer.score(head, rows(self.triple_relations, triples[:, RELATION]), tail)
+        if self.prior is not None:
+            scores += self.prior.triples(triples[:, HEAD], triples[:, RELATION], triples[:, TAIL])
+        return scores
 
     def entity_rows(self, ids: tf.Tensor) -> tf.Tensor:
         """Rows ``ids`` of the entity table (a row gather, see `jobi_tf.models.tables.rows`)."""

@@ -163,7 +163,10 @@ def carry_over(plan: GrowthPlan, model, optimizer, optimizer_name: str) -> None:
     """
     kinds = _row_kinds(model)
     with np.load(plan.source.best_weights) as weights:
+        counts = getattr(model, "slot_log_counts", None)
         for var in model.weights:
+            if var is counts:
+                continue  # the slot prior is counted from this run's graph (`JoBiModel.fill_slot_prior`)
             key = f"model/{var.path}"
             if key not in weights.files:
                 raise ConfigError("init_from", f"{plan.source.best_weights}: has no {key}; it is another kind of model")

@@ -46,6 +46,7 @@ floor is a per-query loop over the validation split, not a cheap vectorized chec
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import sys
@@ -56,6 +57,7 @@ import numpy as np
 
 from jobi_tf.config import RunConfig
 from jobi_tf.evaluation.ranking import FilteredEvaluator, rank_metrics
+from jobi_tf.models.slot_prior import untrained_loss
 
 if TYPE_CHECKING:
     from jobi_tf.training.callbacks import LoopState, StopGuard
@@ -109,13 +111,18 @@ def chance_bound(num_entities: int, queries: int) -> float:
     return mean + 2.0 * math.sqrt(max(second - mean * mean, 0.0) / max(int(queries), 1))
 
 
+def _prior_loss(model, train, weight: float) -> float:
+    return untrained_loss(model.slot_log_counts.numpy(), train, weight)
+
+
 class StallCheck:
     """The stall rule (module docstring): which sign a point in training shows, and the warning.
 
     Args:
         cfg: the run's config (the suggestions name only flags that would change something).
         num_entities: ``N``.
-        uniform_loss: the triple objective's loss at a uniform softmax (None: not defined).
+        uniform_loss: the triple objective's loss when the tables add nothing: at a uniform
+            softmax, or with a slot prior that prior's own loss (None: not defined).
         steps: batches per epoch (named in the likely cause).
         state: where warnings are recorded (``LoopState.warnings``).
         valid_queries: queries of a validation at an epoch's end (both directions of each triple).
@@ -131,6 +138,8 @@ class StallCheck:
         valid_queries: int = 1,
     ) -> None:
         self.cfg, self.num_entities, self.uniform_loss = cfg, num_entities, uniform_loss
+        # With a slot prior (`for_model`): its own loss at a weight, and the model's weight now.
+        self.untrained, self.prior_weight, self._weight, self.prior = None, None, None, False
         self.steps, self.state, self.valid_queries = steps, state, valid_queries
         self.chance = chance_mrr(num_entities)
 
@@ -140,13 +149,27 @@ class StallCheck:
         index = evaluator.index
         objective = getattr(model, "objective", None)
         uniform = objective.uniform_loss(index.num_entities) if objective is not None else None
-        return cls(cfg, index.num_entities, uniform, steps, state, valid_queries=2 * len(index.valid))
+        check = cls(cfg, index.num_entities, uniform, steps, state, valid_queries=2 * len(index.valid))
+        if uniform is not None and getattr(model, "prior", None) is not None:
+            check.untrained = functools.partial(_prior_loss, model, index.train)
+            check.prior_weight = lambda: float(model.slot_prior_weight.numpy())
+            check.at_weight(check.prior_weight())
+        return check
+
+    def at_weight(self, weight: float) -> None:
+        """Judge the loss against the model's loss with its slot prior at ``w = weight`` alone
+        (the untrained value moves as ``--slot-prior-fade`` moves ``w``; at 0 it is ``2 ln N``)."""
+        if self.untrained is not None and weight != self._weight:
+            self._weight, self.prior = weight, weight > 0
+            self.uniform_loss = self.untrained(weight) if weight > 0 else 2.0 * math.log(self.num_entities)
 
     def at_uniform(self, loss: float | None) -> bool:
         return self.uniform_loss is not None and loss is not None and loss >= UNIFORM_SHARE * self.uniform_loss
 
     def epoch_end(self, epoch: int, logs: dict) -> dict | None:
         """`check` of an epoch's logs (``triple_loss``, and ``val_mrr`` when it was validated)."""
+        if self.untrained is not None:
+            self.at_weight(self.prior_weight())
         loss, mrr = logs.get("triple_loss"), logs.get("val_mrr")
         loss, mrr = (None if v is None else float(v) for v in (loss, mrr))
         if epoch * self.steps < MRR_MIN_STEPS:
@@ -170,10 +193,16 @@ class StallCheck:
         signs = []
         if flat:
             side = "above" if loss > (2 - UNIFORM_SHARE) * self.uniform_loss else "at"
-            signs.append(
-                f"{side} a uniform softmax (triple loss {loss:.3f} vs {self.uniform_loss:.3f} = 2*ln(N), "
-                f"N = {self.num_entities:,} entities)"
-            )
+            if self.prior:
+                signs.append(
+                    f"{side} the slot prior's own loss (triple loss {loss:.3f} vs {self.uniform_loss:.3f}: "
+                    "the tables add nothing to the counts yet)"
+                )
+            else:
+                signs.append(
+                    f"{side} a uniform softmax (triple loss {loss:.3f} vs {self.uniform_loss:.3f} = 2*ln(N), "
+                    f"N = {self.num_entities:,} entities)"
+                )
         if chance:
             signs.append(
                 f"at validation MRR {mrr:.4f}, no better than a random ranking (MRR {self.chance:.4f}, "
@@ -211,6 +240,10 @@ class StallCheck:
         if train.regularization > 0:
             tries.append("--regularization 0")
         tries.append("a higher --lr or a smaller --batch-size (more steps)")
+        if train.loss == "full-softmax" and not train.slot_prior:
+            # Measured (docs/studies/slot-prior.md): the run then starts at what counting slot
+            # frequencies ranks, and its first epoch ends above that floor on the thinned graphs.
+            tries.append("--slot-prior 1 (start from the slot counts)")
         if not train.first_check_steps:
             tries.append("--first-check-steps N to see this sooner")
         return ", ".join(tries[:-1]) + " or " + tries[-1] if len(tries) > 1 else tries[0]
@@ -291,7 +324,8 @@ class FirstCheck(keras.callbacks.Callback):
         if self.stalls.check(1, None, mrr, queries, step=step) is None:
             shown = f"; triple loss {loss:.3f}" if loss is not None else ""
             if loss is not None and self.stalls.uniform_loss is not None:
-                shown += f" (a uniform softmax's: {self.stalls.uniform_loss:.3f})"
+                untrained = "the slot prior's alone" if self.stalls.prior else "a uniform softmax's"
+                shown += f" ({untrained}: {self.stalls.uniform_loss:.3f})"
             line = (
                 f"epoch 1, step {step}: validation MRR {mrr:.4f} on a sample of {len(triples)} triples, above a "
                 f"random ranking's (MRR {self.stalls.chance:.4f}, up to {bound:.4f}){shown}: the ranking has moved "

@@ -1,0 +1,306 @@
+"""The slot prior (`jobi_tf.models.slot_prior`): counts, offsets, and the same score everywhere."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
+from jobi_tf.config.checks import check
+from jobi_tf.data.index import index_from_ids
+from jobi_tf.evaluation.ranking import FilteredEvaluator, tie_ranks
+from jobi_tf.models import JoBiModel
+from jobi_tf.models.scored_batch import ScoredBatch
+from jobi_tf.models.slot_prior import SlotPrior, faded_weight, slot_log_counts, untrained_loss
+from jobi_tf.runtime.errors import ConfigError
+
+E, R = 12, 3
+
+
+def _graph(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    every = np.unique(
+        np.stack([rng.integers(E, size=200), rng.integers(R, size=200), rng.integers(E, size=200)], 1), axis=0
+    )
+    every = every[rng.permutation(len(every))]
+    # Skewed slots: the first entities fill most of them, so the counts differ.
+    train = np.concatenate(
+        [every[:60], np.stack([rng.integers(E, size=40), rng.integers(R, size=40), rng.integers(3, size=40)], 1)]
+    )
+    train = np.unique(train, axis=0)
+    seen = {tuple(t) for t in train.tolist()}
+    rest = np.array([t for t in every[60:].tolist() if tuple(t) not in seen])
+    return index_from_ids({"train": train, "valid": rest[:15], "test": rest[15:30]}, E, R, "test")
+
+
+def _counts_by_loop(train: np.ndarray) -> np.ndarray:
+    counts = np.zeros((2 * R, E))
+    for h, r, t in train.tolist():
+        counts[r, t] += 1
+        counts[R + r, h] += 1
+    return np.log1p(counts)
+
+
+def test_the_table_holds_log_one_plus_the_count_of_each_entity_in_each_slot():
+    index = _graph()
+    np.testing.assert_allclose(slot_log_counts(index.train, E, R), _counts_by_loop(index.train), rtol=1e-5, atol=1e-6)
+
+
+def test_a_table_above_the_limit_is_refused_naming_the_flag(monkeypatch):
+    import jobi_tf.models.slot_prior as module
+
+    monkeypatch.setattr(module, "MAX_PRIOR_ENTRIES", 2 * R * E - 1)
+    with pytest.raises(ConfigError, match="slot_prior|slot-prior"):
+        slot_log_counts(_graph().train, E, R)
+
+
+def test_offsets_equal_a_numpy_reference_in_every_direction():
+    rng = np.random.default_rng(1)
+    table = rng.normal(size=(2 * R, E)).astype(np.float32)
+    prior = SlotPrior(tf.Variable(table), tf.Variable(0.7), R)
+    h, r, t = rng.integers(E, size=9), rng.integers(R, size=9), rng.integers(E, size=9)
+    weighted = 0.7 * table
+    tails = weighted[r] + weighted[R + r, h][:, None]
+    heads = weighted[R + r] + weighted[r, t][:, None]
+    triples = weighted[r, t] + weighted[R + r, h]
+    relations = weighted[:R, t].T + weighted[R:, h].T
+    np.testing.assert_allclose(prior.tails(tf.constant(h), tf.constant(r)), tails, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(prior.heads(tf.constant(r), tf.constant(t)), heads, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        prior.triples(tf.constant(h), tf.constant(r), tf.constant(t)), triples, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(prior.relations(tf.constant(h), tf.constant(t)), relations, rtol=1e-5, atol=1e-6)
+    # A triple's score is the same whichever direction asks it.
+    np.testing.assert_allclose(tails[np.arange(9), t], triples, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(heads[np.arange(9), h], triples, rtol=1e-5, atol=1e-6)
+
+
+def test_the_weight_fades_linearly_to_zero_over_the_first_epochs():
+    assert [faded_weight(1.0, 2, e) for e in range(4)] == [1.0, 0.5, 0.0, 0.0]
+    assert [faded_weight(2.0, 4, e) for e in range(6)] == [2.0, 1.5, 1.0, 0.5, 0.0, 0.0]
+    assert [faded_weight(0.7, 0, e) for e in range(3)] == [0.7, 0.7, 0.7]
+
+
+def _model(index, reciprocal: bool = True, weight: float = 1.0, zero: bool = False) -> JoBiModel:
+    model = JoBiModel(
+        num_entities=E,
+        num_relations=R,
+        model="complex",
+        dim=4,
+        loss="full-softmax",
+        reciprocal=reciprocal,
+        slot_prior=weight,
+    )
+    model.fill_slot_prior(index.train)
+    if zero:  # every bilinear score 0: the model is its prior alone
+        for var in (model.entity_embeddings, model.triple_relations):
+            var.assign(np.zeros(var.shape, np.float32))
+    return model
+
+
+def _popularity_ranks(index, triples: np.ndarray, tail: bool) -> np.ndarray:
+    """Filtered realistic ranks of each answer when candidates are scored by their slot count."""
+    counts = np.expm1(_counts_by_loop(index.train))
+    known = {tuple(x) for s in ("train", "valid", "test") for x in index.split(s).tolist()}
+    ranks = []
+    for h, r, t in triples.tolist():
+        answer, slot = (t, r) if tail else (h, R + r)
+        others = [e for e in range(E) if e != answer and ((h, r, e) if tail else (e, r, t)) not in known]
+        above = sum(counts[slot, e] > counts[slot, answer] for e in others)
+        tied = sum(counts[slot, e] == counts[slot, answer] for e in others)
+        ranks.append(1 + above + tied / 2)
+    return np.array(ranks)
+
+
+@pytest.mark.parametrize("reciprocal", [True, False])
+def test_an_untrained_model_ranks_as_counting_slot_frequencies_does(reciprocal):
+    index = _graph()
+    model = _model(index, reciprocal, zero=True)
+    evaluator = FilteredEvaluator(index, EvalConfig(rank_type="realistic"))
+    ranks = evaluator.ranks(model, index.test)
+    got = tie_ranks(ranks.optimistic, ranks.pessimistic, "realistic")
+    expected = np.concatenate(
+        [_popularity_ranks(index, index.test, tail=False), _popularity_ranks(index, index.test, tail=True)]
+    )
+    np.testing.assert_allclose(got, expected)
+
+
+def test_evaluation_and_score_triples_add_the_prior_to_the_bilinear_score():
+    index = _graph()
+    with_prior = _model(index, reciprocal=False)
+    plain = JoBiModel(num_entities=E, num_relations=R, model="complex", dim=4, loss="full-softmax")
+    for var in ("entity_embeddings", "triple_relations"):
+        getattr(plain, var).assign(getattr(with_prior, var))
+    h, r, t = index.test[:, 0], index.test[:, 1], index.test[:, 2]
+    table = _counts_by_loop(index.train)
+    expected = plain.score_triples(index.test).numpy() + table[r, t] + table[R + r, h]
+    np.testing.assert_allclose(with_prior.score_triples(index.test).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_training_logits_add_the_prior_and_the_untrained_loss_is_its_softmax_loss():
+    index = _graph()
+    model = _model(index, reciprocal=True, zero=True)
+    batch = ScoredBatch(model, {"triples": tf.constant(index.train, tf.int32)})
+    logits = model.objective.logits(batch)
+    table = _counts_by_loop(index.train)
+    h, r, t = index.train[:, 0], index.train[:, 1], index.train[:, 2]
+    np.testing.assert_allclose(logits["triple_tail"], table[r] + table[R + r, h][:, None], rtol=1e-5)
+    np.testing.assert_allclose(logits["triple_head"], table[R + r] + table[r, t][:, None], rtol=1e-5)
+    loss = float(model.objective.loss({"triples": tf.constant(index.train, tf.int32)}, logits))
+    assert loss == pytest.approx(untrained_loss(slot_log_counts(index.train, E, R), index.train, 1.0), rel=1e-5)
+    assert loss < 2 * math.log(E)  # the prior starts below a uniform softmax
+
+
+def test_the_counts_and_the_weight_are_saved_but_not_trained():
+    model = _model(_graph(), weight=0.5)
+    saved = {w.path for w in model.non_trainable_weights}
+    assert {model.slot_log_counts.path, model.slot_prior_weight.path} <= saved
+    assert not {model.slot_log_counts.path, model.slot_prior_weight.path} & {w.path for w in model.trainable_weights}
+    assert float(model.slot_prior_weight.numpy()) == 0.5 and model.get_config()["slot_prior"] == 0.5
+
+
+def _cfg(**train) -> RunConfig:
+    return RunConfig(
+        data=DataConfig(dataset="synthetic"), model=ModelConfig(reciprocal=True), train=TrainConfig(**train)
+    )
+
+
+def test_only_the_full_softmax_without_relation_prediction_takes_a_prior():
+    check(_cfg(loss="full-softmax", slot_prior=1.0))
+    with pytest.raises(ConfigError, match="slot-prior|slot_prior"):
+        check(_cfg(loss="sampled-softmax", slot_prior=1.0))
+    with pytest.raises(ConfigError, match="relation-prediction"):
+        check(_cfg(loss="full-softmax", slot_prior=1.0, relation_prediction=1.0))
+    with pytest.raises(ValueError, match="full-softmax"):
+        JoBiModel(num_entities=E, num_relations=R, loss="sampled-softmax", slot_prior=1.0)
+
+
+@pytest.mark.parametrize("reciprocal", [True, False])
+def test_the_export_scores_and_ranks_with_the_prior(reciprocal, tmp_path):
+    from jobi_tf.config import ExportConfig
+    from jobi_tf.data.vocab import Vocab
+    from jobi_tf.export.savedmodel import export_saved_model
+
+    index = _graph()
+    model = _model(index, reciprocal=reciprocal)
+    rng = np.random.default_rng(2)
+    for var in (model.entity_embeddings, model.triple_relations):
+        var.assign(0.3 * rng.normal(size=var.shape).astype(np.float32))
+    model.slot_prior_weight.assign(0.6)  # a faded weight: the export serves the weight the model has
+    entities, relations = Vocab.from_labels([f"e{i}" for i in range(E)]), Vocab.from_labels([f"r{i}" for i in range(R)])
+    result = export_saved_model(model, entities, relations, tmp_path, ExportConfig(), train_triples=index.train)
+    loaded = tf.saved_model.load(str(result.path))
+
+    def call(signature, **inputs):
+        tensors = {k: tf.constant(v, tf.int32 if k == "k" else tf.string) for k, v in inputs.items()}
+        return {k: v.numpy() for k, v in loaded.signatures[signature](**tensors).items()}
+
+    every = np.array([(h, r, t) for h in range(E) for r in range(R) for t in range(E)], np.int32)
+    scores = model.score_triples(tf.constant(every)).numpy().reshape(E, R, E)  # bilinear + prior (tested above)
+    h, r, t = index.test[:, 0], index.test[:, 1], index.test[:, 2]
+    out = call("score", head=entities.decode(h), relation=relations.decode(r), tail=entities.decode(t))
+    np.testing.assert_allclose(out["score"], scores[h, r, t], rtol=1e-5, atol=1e-5)
+    k = 4
+    out = call("predict_tail", head=entities.decode(h), relation=relations.decode(r), k=k)
+    best = np.sort(scores[h, r, :], axis=1)[:, ::-1][:, :k]
+    np.testing.assert_allclose(out["scores"], best, rtol=1e-5, atol=1e-5)
+    out = call("predict_head", relation=relations.decode(r), tail=entities.decode(t), k=k)
+    # A reciprocal model ranks heads with the inverse relation's rows; the prior's part is the same.
+    queries = model.head_queries(tf.constant(r), tf.constant(t))
+    table = 0.6 * _counts_by_loop(index.train)
+    heads = (
+        model.scorer.score_candidates(queries, model.entity_embeddings).numpy() + table[R + r] + table[r, t][:, None]
+    )
+    best = np.sort(heads, axis=1)[:, ::-1][:, :k]
+    np.testing.assert_allclose(out["scores"], best, rtol=1e-5, atol=1e-5)
+    out = call("predict_relation", head=entities.decode(h), tail=entities.decode(t), k=R)
+    np.testing.assert_allclose(out["scores"], np.sort(scores[h, :, t], axis=1)[:, ::-1], rtol=1e-5, atol=1e-5)
+
+
+def _run_cfg(lr: float, epochs: int = 1, init: str = "table-glorot", regularization: float = 0.05) -> RunConfig:
+    """The stall tests' small 1-vs-all run (`test_stalls._cfg`), with the prior."""
+    from test_stalls import _cfg as stall_cfg
+
+    return stall_cfg(lr, init, regularization, epochs, slot_prior=1.0)
+
+
+def test_a_run_that_learns_nothing_beyond_the_prior_warns_against_the_priors_own_loss(tmp_path, caplog):
+    """With a prior the untrained loss is the prior's, not 2 ln N; a run whose tables cannot move
+    (lr 1e-12) sits there and says so; the counts are saved with the weights and restored."""
+    import json
+    import logging
+
+    from jobi_tf.runtime.runs import RunFolder
+    from jobi_tf.training.trainer import load_data, train
+
+    caplog.set_level(logging.WARNING)
+    result = train(_run_cfg(lr=1e-12), tmp_path / "run", verbose=0)
+    lines = [r.getMessage() for r in caplog.records if r.name == "jobi_tf.training.stalls"]
+    assert len(lines) == 1 and lines[0].startswith("epoch 1 ended at the slot prior's own loss (triple loss ")
+    [warning] = json.loads((tmp_path / "run" / "metrics.json").read_text())["warnings"]
+    _, _, index = load_data(_run_cfg(lr=1e-12))
+    prior_loss = untrained_loss(slot_log_counts(index.train, index.num_entities, index.num_relations), index.train, 1.0)
+    assert warning["uniform_loss"] == pytest.approx(prior_loss, rel=1e-6)
+    assert abs(warning["triple_loss"] - prior_loss) < 0.01 * prior_loss < 2 * math.log(index.num_entities)
+    assert result.metrics["valid"]["mrr"] > 0.05  # the counts rank far above chance (1 / 200 entities)
+    model = RunFolder(tmp_path / "run").restore_model()
+    np.testing.assert_allclose(
+        model.slot_log_counts.numpy(), slot_log_counts(index.train, index.num_entities, index.num_relations)
+    )
+
+
+def test_a_run_whose_loss_leaves_the_priors_is_not_warned(tmp_path):
+    """On this small typed graph the counts say nearly all: the first epoch ends near the
+    prior's own loss (warned), the next ones below it (not warned)."""
+    from jobi_tf.training.trainer import train
+
+    result = train(_run_cfg(lr=0.2, epochs=3, init="row-glorot", regularization=0.0), tmp_path / "run", verbose=0)
+    losses = [h["triple_loss"] for h in result.metrics["history"]]
+    warned = [w["epoch"] for w in result.metrics.get("warnings", [])]
+    reference = result.metrics.get("warnings", [{}])[0].get("uniform_loss")
+    assert warned in ([], [1]) and losses[2] < losses[0]
+    if reference is not None:
+        assert losses[2] < 0.99 * reference
+
+
+def test_a_fading_run_validates_each_epoch_at_its_weight_and_keeps_the_best_ones(tmp_path):
+    """--slot-prior-fade 2: epochs at w = 1, 0.5, 0, 0; the best weights hold the w they were validated
+    with, and a resumed run sets the weight of the epoch it resumes in."""
+    import dataclasses
+
+    from jobi_tf.runtime.runs import RunFolder
+    from jobi_tf.training.trainer import train
+
+    cfg = _run_cfg(lr=0.2, epochs=4, init="row-glorot", regularization=0.0)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, slot_prior_fade=2, epochs=2))
+    train(cfg, tmp_path / "run", verbose=0)
+    (tmp_path / "run" / "metrics.json").unlink()  # resumed after epoch 2's checkpoint
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=4))
+    result = train(cfg, tmp_path / "run", verbose=0)
+    weights = [faded_weight(1.0, 2, e) for e in range(4)]
+    best = result.metrics["best_epoch"]
+    model = RunFolder(tmp_path / "run").restore_model()
+    assert float(model.slot_prior_weight.numpy()) == weights[best - 1]
+
+
+def test_the_stall_checks_untrained_loss_follows_the_faded_weight():
+    from jobi_tf.training.callbacks import LoopState
+    from jobi_tf.training.stalls import StallCheck
+
+    index = _graph()
+    model = _model(index)
+    check = StallCheck.for_model(
+        model, _cfg(loss="full-softmax", slot_prior=1.0), FilteredEvaluator(index), 10, LoopState()
+    )
+    counts = slot_log_counts(index.train, E, R)
+    assert check.prior and check.uniform_loss == pytest.approx(untrained_loss(counts, index.train, 1.0))
+    model.slot_prior_weight.assign(0.5)
+    assert check.epoch_end(2, {"triple_loss": 0.0}) is None
+    assert check.uniform_loss == pytest.approx(untrained_loss(counts, index.train, 0.5))
+    model.slot_prior_weight.assign(0.0)  # faded out: a uniform softmax again
+    record = check.epoch_end(3, {"triple_loss": 2 * math.log(E)})
+    assert not check.prior and check.uniform_loss == pytest.approx(2 * math.log(E))
+    assert "at a uniform softmax" in record["message"]
