@@ -14,7 +14,7 @@ from jobi_tf.data.index import index_from_ids
 from jobi_tf.evaluation.ranking import FilteredEvaluator, tie_ranks
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scored_batch import ScoredBatch
-from jobi_tf.models.slot_prior import SlotPrior, faded_weight, slot_log_counts, untrained_loss
+from jobi_tf.models.slot_prior import SlotPrior, slot_log_counts, untrained_loss
 from jobi_tf.runtime.errors import ConfigError
 
 E, R = 12, 3
@@ -60,7 +60,7 @@ def test_a_table_above_the_limit_is_refused_naming_the_flag(monkeypatch):
 def test_offsets_equal_a_numpy_reference_in_every_direction():
     rng = np.random.default_rng(1)
     table = rng.normal(size=(2 * R, E)).astype(np.float32)
-    prior = SlotPrior(tf.Variable(table), tf.Variable(0.7), R)
+    prior = SlotPrior(tf.Variable(table), 0.7, R)
     h, r, t = rng.integers(E, size=9), rng.integers(R, size=9), rng.integers(E, size=9)
     weighted = 0.7 * table
     tails = weighted[r] + weighted[R + r, h][:, None]
@@ -78,12 +78,6 @@ def test_offsets_equal_a_numpy_reference_in_every_direction():
     np.testing.assert_allclose(heads[np.arange(9), h], triples, rtol=1e-5, atol=1e-6)
 
 
-def test_the_weight_fades_linearly_to_zero_over_the_first_epochs():
-    assert [faded_weight(1.0, 2, e) for e in range(4)] == [1.0, 0.5, 0.0, 0.0]
-    assert [faded_weight(2.0, 4, e) for e in range(6)] == [2.0, 1.5, 1.0, 0.5, 0.0, 0.0]
-    assert [faded_weight(0.7, 0, e) for e in range(3)] == [0.7, 0.7, 0.7]
-
-
 def _model(index, reciprocal: bool = True, weight: float = 1.0, zero: bool = False) -> JoBiModel:
     model = JoBiModel(
         num_entities=E,
@@ -94,7 +88,7 @@ def _model(index, reciprocal: bool = True, weight: float = 1.0, zero: bool = Fal
         reciprocal=reciprocal,
         slot_prior=weight,
     )
-    model.fill_slot_prior(index.train)
+    model.prior.fill(index.train)
     if zero:  # every bilinear score 0: the model is its prior alone
         for var in (model.entity_embeddings, model.triple_relations):
             var.assign(np.zeros(var.shape, np.float32))
@@ -154,12 +148,11 @@ def test_training_logits_add_the_prior_and_the_untrained_loss_is_its_softmax_los
     assert loss < 2 * math.log(E)  # the prior starts below a uniform softmax
 
 
-def test_the_counts_and_the_weight_are_saved_but_not_trained():
+def test_the_counts_are_saved_but_not_trained():
     model = _model(_graph(), weight=0.5)
-    saved = {w.path for w in model.non_trainable_weights}
-    assert {model.slot_log_counts.path, model.slot_prior_weight.path} <= saved
-    assert not {model.slot_log_counts.path, model.slot_prior_weight.path} & {w.path for w in model.trainable_weights}
-    assert float(model.slot_prior_weight.numpy()) == 0.5 and model.get_config()["slot_prior"] == 0.5
+    assert model.slot_log_counts.path in {w.path for w in model.non_trainable_weights}
+    assert model.slot_log_counts.path not in {w.path for w in model.trainable_weights}
+    assert model.get_config()["slot_prior"] == 0.5
 
 
 def _cfg(**train) -> RunConfig:
@@ -185,11 +178,10 @@ def test_the_export_scores_and_ranks_with_the_prior(reciprocal, tmp_path):
     from jobi_tf.export.savedmodel import export_saved_model
 
     index = _graph()
-    model = _model(index, reciprocal=reciprocal)
+    model = _model(index, reciprocal=reciprocal, weight=0.6)
     rng = np.random.default_rng(2)
     for var in (model.entity_embeddings, model.triple_relations):
         var.assign(0.3 * rng.normal(size=var.shape).astype(np.float32))
-    model.slot_prior_weight.assign(0.6)  # a faded weight: the export serves the weight the model has
     entities, relations = Vocab.from_labels([f"e{i}" for i in range(E)]), Vocab.from_labels([f"r{i}" for i in range(R)])
     result = export_saved_model(model, entities, relations, tmp_path, ExportConfig(), train_triples=index.train)
     loaded = tf.saved_model.load(str(result.path))
@@ -264,43 +256,3 @@ def test_a_run_whose_loss_leaves_the_priors_is_not_warned(tmp_path):
     assert warned in ([], [1]) and losses[2] < losses[0]
     if reference is not None:
         assert losses[2] < 0.99 * reference
-
-
-def test_a_fading_run_validates_each_epoch_at_its_weight_and_keeps_the_best_ones(tmp_path):
-    """--slot-prior-fade 2: epochs at w = 1, 0.5, 0, 0; the best weights hold the w they were validated
-    with, and a resumed run sets the weight of the epoch it resumes in."""
-    import dataclasses
-
-    from jobi_tf.runtime.runs import RunFolder
-    from jobi_tf.training.trainer import train
-
-    cfg = _run_cfg(lr=0.2, epochs=4, init="row-glorot", regularization=0.0)
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, slot_prior_fade=2, epochs=2))
-    train(cfg, tmp_path / "run", verbose=0)
-    (tmp_path / "run" / "metrics.json").unlink()  # resumed after epoch 2's checkpoint
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, epochs=4))
-    result = train(cfg, tmp_path / "run", verbose=0)
-    weights = [faded_weight(1.0, 2, e) for e in range(4)]
-    best = result.metrics["best_epoch"]
-    model = RunFolder(tmp_path / "run").restore_model()
-    assert float(model.slot_prior_weight.numpy()) == weights[best - 1]
-
-
-def test_the_stall_checks_untrained_loss_follows_the_faded_weight():
-    from jobi_tf.training.callbacks import LoopState
-    from jobi_tf.training.stalls import StallCheck
-
-    index = _graph()
-    model = _model(index)
-    check = StallCheck.for_model(
-        model, _cfg(loss="full-softmax", slot_prior=1.0), FilteredEvaluator(index), 10, LoopState()
-    )
-    counts = slot_log_counts(index.train, E, R)
-    assert check.prior and check.uniform_loss == pytest.approx(untrained_loss(counts, index.train, 1.0))
-    model.slot_prior_weight.assign(0.5)
-    assert check.epoch_end(2, {"triple_loss": 0.0}) is None
-    assert check.uniform_loss == pytest.approx(untrained_loss(counts, index.train, 0.5))
-    model.slot_prior_weight.assign(0.0)  # faded out: a uniform softmax again
-    record = check.epoch_end(3, {"triple_loss": 2 * math.log(E)})
-    assert not check.prior and check.uniform_loss == pytest.approx(2 * math.log(E))
-    assert "at a uniform softmax" in record["message"]

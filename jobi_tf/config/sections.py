@@ -127,8 +127,6 @@ class TrainConfig:
             in the relation's slots in training to every score, in training, evaluation and
             export (`jobi_tf.models.slot_prior`): an untrained model ranks as counting does, and
             the tables learn what the counts miss (0 = off).
-        slot_prior_fade: ``w`` falls linearly from ``slot_prior`` to 0 over this many first
-            epochs (0: it stays), so the tables take the ranking over.
         relation_prediction: weight of the auxiliary relation-prediction loss, a softmax over
             the relations for ``(h, ?, t)`` (Chen et al., 2021; 0 = off).
         alpha: weight of the pair loss (only with ``joint``).
@@ -191,12 +189,6 @@ class TrainConfig:
         "With --loss full-softmax: add W x log(1 + how often the entity fills the relation's slot in training) "
         "to every score, so training starts from what counting slot frequencies ranks (0 = off).",
         metavar="W",
-    )
-    slot_prior_fade: int = setting(
-        0,
-        "With --slot-prior: its weight falls linearly to 0 over the first N epochs (W, W(1-1/N), ..., 0), "
-        "handing the ranking over to the embeddings (0 = it stays at W).",
-        metavar="N",
     )
     relation_prediction: float = setting(
         0.0,
@@ -272,10 +264,6 @@ class TrainConfig:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
         _positive_float("slot_weight", self.slot_weight, allow_zero=True)
         _positive_float("slot_prior", self.slot_prior, allow_zero=True)
-        if self.slot_prior_fade < 0:
-            raise ConfigError("slot_prior_fade", f"must be >= 0. Received: {self.slot_prior_fade!r}")
-        if self.slot_prior_fade and not self.slot_prior:
-            raise ConfigError("slot_prior_fade", "needs --slot-prior W > 0 (there is no prior to fade)")
         _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
         _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPE_CHOICES)
         _positive_float("alpha", self.alpha, allow_zero=True)

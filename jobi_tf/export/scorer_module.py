@@ -340,7 +340,7 @@ def scorer_module(
 
 
 def _slot_prior(model: JoBiModel) -> tuple[np.ndarray, float] | None:
-    """The model's slot prior: its counts and its ``w`` now, or None (a model trained without one)."""
+    """The model's slot prior: its counts and ``w``, or None (a model trained without one)."""
     if getattr(model, "prior", None) is None:
         return None
-    return np.asarray(model.slot_log_counts.numpy(), np.float32), float(model.slot_prior_weight.numpy())
+    return np.asarray(model.slot_log_counts.numpy(), np.float32), float(model.slot_prior)

@@ -19,10 +19,10 @@ from jobi_tf import losses, regularizers
 from jobi_tf.config import MATMUL_DTYPES
 from jobi_tf.distributed.sharding import ShardedTable
 from jobi_tf.models.base import DistributedModel
-from jobi_tf.models.objectives import ONE_VS_ALL, SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
+from jobi_tf.models.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
 from jobi_tf.models.scored_batch import ScoredBatch
 from jobi_tf.models.scorers import Scorer, get_scorer
-from jobi_tf.models.slot_prior import SlotPrior, add_slot_prior, slot_log_counts
+from jobi_tf.models.slot_prior import add_slot_prior
 from jobi_tf.models.tables import TableQueries, make_tables
 from jobi_tf.regularizers import Regularizer
 from jobi_tf.sampling import features as F
@@ -60,8 +60,8 @@ class JoBiModel(TableQueries, DistributedModel):
         relation_prediction: weight of the auxiliary `jobi_tf.models.objectives.RelationPrediction` loss.
         matmul_dtype: ``"float32"`` or ``"bfloat16"``: the dtype of the products that score every entity.
         slot_prior: w > 0 adds ``w ·`` the log counts of each entity in each relation's slots to
-            every triple-head score (`jobi_tf.models.slot_prior`; a run may fade ``w``); the
-            counts are set by `fill_slot_prior`, and both are saved with the weights. 0 (default): off.
+            every triple-head score (`jobi_tf.models.slot_prior`); its counts are filled by
+            ``model.prior.fill`` and saved with the weights. 0 (default): off.
         reciprocal: row ``r + num_relations`` of each relation table is ``r``'s inverse, and a
             head query ``(?, r, t)`` is scored as the tail query ``(t, r⁻¹, ?)`` (Lacroix et
             al., 2018); sampled softmax then needs ``positive_corrupt_tail``.
@@ -130,7 +130,6 @@ class JoBiModel(TableQueries, DistributedModel):
         if table_shards:
             self._check_shardable()
         self._make_tables(table_shards, table_seed)
-        self.prior = self._make_prior() if slot_prior else None
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
         self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
@@ -138,7 +137,8 @@ class JoBiModel(TableQueries, DistributedModel):
 
     def _make_tables(self, table_shards: int, table_seed: int) -> None:
         """The entity table and each head's relation table (`jobi_tf.models.tables.make_tables`);
-        with ``reciprocal``, row ``r + num_relations`` of a relation table is ``r``'s inverse."""
+        with ``reciprocal``, row ``r + num_relations`` of a relation table is ``r``'s inverse; and
+        the slot prior's table of counts when it has a weight."""
         relation_rows = self.num_relations * (2 if self.reciprocal else 1)
         ew, rw = self.scorer.entity_width(self.dim), self.scorer.relation_width(self.dim)
         shapes = {"entity_embeddings": (self.num_entities, ew), "triple_relations": (relation_rows, rw)}
@@ -148,20 +148,7 @@ class JoBiModel(TableQueries, DistributedModel):
         self.entity_embeddings = tables["entity_embeddings"]
         self.triple_relations = tables["triple_relations"]
         self.pair_relations = tables.get("pair_relations")
-
-    def _make_prior(self) -> SlotPrior:
-        if self.objective.regime != ONE_VS_ALL or self.relation_prediction:
-            raise ValueError(
-                "slot_prior needs the full softmax (loss='full-softmax') and relation_prediction=0: "
-                "the other objectives' scores take no prior"
-            )
-        return add_slot_prior(self, self.num_entities, self.num_relations, self.slot_prior)
-
-    def fill_slot_prior(self, train) -> None:
-        """Count the training triples ``train`` (int ``[T, 3]``) into the slot prior's table."""
-        if self.prior is None:
-            raise ValueError("this model has no slot prior (slot_prior=0)")
-        self.slot_log_counts.assign(slot_log_counts(train, self.num_entities, self.num_relations))
+        self.prior = add_slot_prior(self, self.slot_prior) if self.slot_prior else None
 
     def _check_shardable(self) -> None:
         """Sharded tables are read a row at a time: refuse what reads a whole table."""

@@ -11,9 +11,10 @@ where ``c_tail(r, t)`` counts the training triples ``(*, r, t)`` and ``c_head(r,
 ``(h, r, *)``. For a tail query ``(h, r, ?)`` the second term is the same for every candidate,
 so with ``w = 1`` an untrained model's softmax is ``p(t | r) ∝ 1 + c_tail(r, t)`` (add-one
 smoothing) and it ranks as the count does; the tables learn what the counts miss. Neither the
-counts nor ``w`` are trained (a weight per slot, trained, grew to 1.5-6.7 on FB15k-237 and cost
-0.02 validation MRR: docs/studies/slot-prior.md); ``w`` may fade to 0 over the first epochs
-(`SlotPriorFade`), handing the ranking over to the tables. A checkpoint or an export carries both.
+counts nor ``w`` are trained: a weight per slot, trained, grew to 1.5-6.7 on FB15k-237 and cost
+0.02 validation MRR, and fading ``w`` to 0 after two epochs kept neither the dense graphs' end
+nor the sparse ones' gain (docs/studies/slot-prior.md). A checkpoint or an export carries the
+counts; ``w`` is the model's setting.
 
 One expression for every consumer (training logits, evaluation, the exported signatures), so a
 triple's score is the same whichever direction asks it, as without the prior.
@@ -25,17 +26,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from jobi_tf.models.objectives import ONE_VS_ALL
 from jobi_tf.runtime.errors import ConfigError
 
-__all__ = [
-    "SlotPrior",
-    "SlotPriorFade",
-    "add_slot_prior",
-    "faded_weight",
-    "slot_log_counts",
-    "untrained_loss",
-    "MAX_PRIOR_ENTRIES",
-]
+__all__ = ["SlotPrior", "add_slot_prior", "slot_log_counts", "untrained_loss", "MAX_PRIOR_ENTRIES"]
 
 #: Largest ``2 x relations x entities`` table of counts kept (float32: 1 GiB). A graph above it
 #: is far beyond what 1-vs-all, the regime the prior serves, can train in a day.
@@ -62,7 +56,7 @@ def slot_log_counts(train: np.ndarray, num_entities: int, num_relations: int) ->
 
 def untrained_loss(log_counts: np.ndarray, train: np.ndarray, weight: float) -> float:
     """The full softmax's ``triple_loss`` (tail plus head, mean over ``train``) of a model whose
-    bilinear scores are all equal, at ``w = weight``: the prior's alone.
+    bilinear scores are all equal: the prior's alone, at ``w = weight``.
     What a run that has learned nothing sits at, in place of ``2 ln N``
     (`jobi_tf.training.stalls`). One row at a time: no ``[2R, E]`` copy."""
     train = np.asarray(train, np.int64)
@@ -83,14 +77,18 @@ class SlotPrior:
 
     Args:
         table: the counts (`slot_log_counts`): a ``tf.Variable`` (read a row at a time) or a tensor.
-        weight: ``w``, a scalar (a variable, so that `SlotPriorFade` can move it, or a tensor).
+        weight: ``w``.
         num_relations: ``R`` (head slots are rows ``R..2R-1``).
     """
 
-    def __init__(self, table, weight, num_relations: int) -> None:
+    def __init__(self, table, weight: float, num_relations: int) -> None:
         backing = getattr(table, "value", table)  # gathers from a tf.Variable read only the rows asked
         self.table = backing if isinstance(backing, tf.Variable) else table
-        self.weight, self.num_relations = weight, int(num_relations)
+        self.weight, self.num_relations = float(weight), int(num_relations)
+
+    def fill(self, train: np.ndarray) -> None:
+        """Count the training triples ``train`` (int ``[T, 3]``) into the table (a variable)."""
+        self.table.assign(slot_log_counts(train, self.table.shape[1], self.num_relations))
 
     def tails(self, heads: tf.Tensor, relations: tf.Tensor) -> tf.Tensor:
         """``[B, E]``: the offset of every entity as the tail of ``(h, r, ?)``."""
@@ -112,7 +110,7 @@ class SlotPrior:
         return self._scaled(tail_part + self._at(self._head_slot(slots), heads[:, None] + tf.zeros_like(slots)))
 
     def _scaled(self, counts: tf.Tensor) -> tf.Tensor:
-        return tf.cast(self.weight, counts.dtype) * counts
+        return self.weight * counts
 
     def _head_slot(self, relations: tf.Tensor) -> tf.Tensor:
         return relations + tf.constant(self.num_relations, relations.dtype)
@@ -122,40 +120,17 @@ class SlotPrior:
         return tf.gather_nd(self.table, tf.stack([slots, tf.cast(entities, slots.dtype)], axis=-1))
 
 
-def add_slot_prior(model: keras.Model, num_entities: int, num_relations: int, weight: float) -> SlotPrior:
-    """Give ``model`` the prior's two weights, neither trained: ``model.slot_log_counts`` (zeros
-    until filled from the training triples) and ``model.slot_prior_weight`` (``w``, from ``weight``)."""
+def add_slot_prior(model: keras.Model, weight: float) -> SlotPrior:
+    """Give a `jobi_tf.models.JoBiModel` the prior's table as a weight that is saved but not
+    trained, ``model.slot_log_counts`` (zeros until `SlotPrior.fill`); only the full softmax
+    without relation prediction adds the prior to its training scores, so only it may have one."""
     if weight < 0:
         raise ValueError(f"slot_prior must be >= 0. Received: slot_prior={weight!r}")
-    shape = (2 * num_relations, num_entities)
+    if model.objective.regime != ONE_VS_ALL or model.relation_prediction:
+        raise ValueError(
+            "slot_prior needs the full softmax (loss='full-softmax') and relation_prediction=0: "
+            "the other objectives' scores take no prior"
+        )
+    shape = (2 * model.num_relations, model.num_entities)
     model.slot_log_counts = model.add_weight(shape=shape, initializer="zeros", trainable=False, name="slot_log_counts")
-    model.slot_prior_weight = model.add_weight(
-        shape=(), initializer=keras.initializers.Constant(weight), trainable=False, name="slot_prior_weight"
-    )
-    return SlotPrior(model.slot_log_counts, model.slot_prior_weight, num_relations)
-
-
-def faded_weight(weight: float, fade_epochs: int, epoch: int) -> float:
-    """``w`` during epoch ``epoch`` (from 0): ``weight`` falling linearly to 0 over the first
-    ``fade_epochs`` epochs (``weight · max(0, 1 - epoch / fade_epochs)``); 0 epochs: no fade."""
-    if not fade_epochs:
-        return float(weight)
-    return float(weight) * max(0.0, 1.0 - epoch / fade_epochs)
-
-
-class SlotPriorFade(keras.callbacks.Callback):
-    """Sets the model's ``w`` at each epoch's start (`faded_weight`), so a resumed run gets the
-    weight of the epoch it resumes in; a run's best weights keep the ``w`` they were validated with.
-
-    Why fade: the prior gives a 1-vs-all run its first epoch (it starts at the count floor, not at
-    a uniform softmax), but kept at 1 it cost kbc-fast's end on FB15k-237 and WN18RR
-    (docs/studies/slot-prior.md); faded, the tables take the ranking over, and the run ends
-    with the model it would have had without the prior.
-    """
-
-    def __init__(self, weight: float, fade_epochs: int) -> None:
-        super().__init__()
-        self.weight, self.fade_epochs = weight, fade_epochs
-
-    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self.model.slot_prior_weight.assign(faded_weight(self.weight, self.fade_epochs, epoch))
+    return SlotPrior(model.slot_log_counts, weight, model.num_relations)

@@ -11,7 +11,7 @@ __all__ = ["OneVsAll", "REGIME"]
 
 class OneVsAll(Regime):
     name = ONE_VS_ALL
-    options = ("matmul_dtype", "slot_prior", "slot_prior_fade")
+    options = ("matmul_dtype", "slot_prior")
 
     @classmethod
     def check(cls, cfg):

@@ -166,7 +166,7 @@ def carry_over(plan: GrowthPlan, model, optimizer, optimizer_name: str) -> None:
         counts = getattr(model, "slot_log_counts", None)
         for var in model.weights:
             if var is counts:
-                continue  # the slot prior is counted from this run's graph (`JoBiModel.fill_slot_prior`)
+                continue  # the slot prior is counted from this run's graph (`jobi_tf.models.slot_prior.SlotPrior.fill`)
             key = f"model/{var.path}"
             if key not in weights.files:
                 raise ConfigError("init_from", f"{plan.source.best_weights}: has no {key}; it is another kind of model")

@@ -46,7 +46,6 @@ floor is a per-query loop over the validation split, not a cheap vectorized chec
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import sys
@@ -111,10 +110,6 @@ def chance_bound(num_entities: int, queries: int) -> float:
     return mean + 2.0 * math.sqrt(max(second - mean * mean, 0.0) / max(int(queries), 1))
 
 
-def _prior_loss(model, train, weight: float) -> float:
-    return untrained_loss(model.slot_log_counts.numpy(), train, weight)
-
-
 class StallCheck:
     """The stall rule (module docstring): which sign a point in training shows, and the warning.
 
@@ -136,10 +131,10 @@ class StallCheck:
         steps: int,
         state: LoopState,
         valid_queries: int = 1,
+        prior: bool = False,
     ) -> None:
         self.cfg, self.num_entities, self.uniform_loss = cfg, num_entities, uniform_loss
-        # With a slot prior (`for_model`): its own loss at a weight, and the model's weight now.
-        self.untrained, self.prior_weight, self._weight, self.prior = None, None, None, False
+        self.prior = prior  # `uniform_loss` is the slot prior's own loss (`for_model`)
         self.steps, self.state, self.valid_queries = steps, state, valid_queries
         self.chance = chance_mrr(num_entities)
 
@@ -149,27 +144,16 @@ class StallCheck:
         index = evaluator.index
         objective = getattr(model, "objective", None)
         uniform = objective.uniform_loss(index.num_entities) if objective is not None else None
-        check = cls(cfg, index.num_entities, uniform, steps, state, valid_queries=2 * len(index.valid))
-        if uniform is not None and getattr(model, "prior", None) is not None:
-            check.untrained = functools.partial(_prior_loss, model, index.train)
-            check.prior_weight = lambda: float(model.slot_prior_weight.numpy())
-            check.at_weight(check.prior_weight())
-        return check
-
-    def at_weight(self, weight: float) -> None:
-        """Judge the loss against the model's loss with its slot prior at ``w = weight`` alone
-        (the untrained value moves as ``--slot-prior-fade`` moves ``w``; at 0 it is ``2 ln N``)."""
-        if self.untrained is not None and weight != self._weight:
-            self._weight, self.prior = weight, weight > 0
-            self.uniform_loss = self.untrained(weight) if weight > 0 else 2.0 * math.log(self.num_entities)
+        prior = uniform is not None and getattr(model, "prior", None) is not None
+        if prior:  # the untrained model ranks by the counts: its loss is the prior's, not 2 ln N
+            uniform = untrained_loss(model.slot_log_counts.numpy(), index.train, model.slot_prior)
+        return cls(cfg, index.num_entities, uniform, steps, state, valid_queries=2 * len(index.valid), prior=prior)
 
     def at_uniform(self, loss: float | None) -> bool:
         return self.uniform_loss is not None and loss is not None and loss >= UNIFORM_SHARE * self.uniform_loss
 
     def epoch_end(self, epoch: int, logs: dict) -> dict | None:
         """`check` of an epoch's logs (``triple_loss``, and ``val_mrr`` when it was validated)."""
-        if self.untrained is not None:
-            self.at_weight(self.prior_weight())
         loss, mrr = logs.get("triple_loss"), logs.get("val_mrr")
         loss, mrr = (None if v is None else float(v) for v in (loss, mrr))
         if epoch * self.steps < MRR_MIN_STEPS:

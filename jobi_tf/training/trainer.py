@@ -31,7 +31,6 @@ from jobi_tf.distributed import ps_training
 from jobi_tf.distributed.strategy import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
 from jobi_tf.evaluation.ranking import FilteredEvaluator
 from jobi_tf.models import JoBiModel
-from jobi_tf.models.slot_prior import SlotPriorFade
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.runtime.atomic import write_json_atomic
@@ -214,8 +213,6 @@ def _callbacks(
         callbacks.append(stalls.FirstCheck(train.first_check_steps, evaluator, stall, guard, announce))
     if train.checkpoint_steps:
         callbacks.append(PeriodicCheckpoint(train.checkpoint_steps, run_dir, state, guard, write=chief))
-    if getattr(model, "prior", None) is not None:  # first: each epoch's weight is set before it trains
-        callbacks.insert(0, SlotPriorFade(train.slot_prior, train.slot_prior_fade))
     if chief:
         callbacks.append(summaries.RunSummaries(RunFolder(run_dir).tensorboard, state))
     return callbacks, guard, validation
@@ -240,7 +237,7 @@ def _build_or_restore(cfg, run_dir, index, strategy, growth):
             )
             optimizer.build(model.trainable_variables)
         if getattr(model, "prior", None) is not None:  # counted from this graph; a checkpoint holds the same
-            model.fill_slot_prior(index.train)
+            model.prior.fill(index.train)
         state = LoopState()
         if folder.checkpoint.exists():
             state = LoopState.from_dict(load_checkpoint(folder.checkpoint, model, optimizer))
