@@ -213,3 +213,25 @@ def test_train_runs_mirrored_with_biased_chunks_and_pair_every_or_refuses_in_one
         train(straddling, tmp_path / "straddling", verbose=0, strategy=mirrored)
     assert "\n" not in str(caught.value)
     assert not (tmp_path / "straddling").exists()
+
+
+def test_a_mirrored_run_with_the_slot_prior_counts_its_graph_and_keeps_the_counts(tmp_path, mirrored):
+    """The prior's table is a mirrored variable: filled once from the training triples, read by
+    both replicas' steps, saved with the best weights."""
+    from jobi_tf.config import DataConfig, DistributeConfig, ModelConfig, TrainConfig
+    from jobi_tf.models.slot_prior import slot_log_counts
+    from jobi_tf.runtime.runs import RunFolder
+    from jobi_tf.training.trainer import load_data, train
+
+    cfg = RunConfig(
+        data=DataConfig(dataset="synthetic", synthetic_entities=200, synthetic_relations=6, synthetic_triples=2000),
+        sampler=SamplerConfig(batch_size=100),
+        model=ModelConfig(dim=8, reciprocal=True),
+        train=TrainConfig(loss="full-softmax", slot_prior=1.0, optimizer="adagrad", lr=0.1, epochs=1, eval_every=1),
+        distribute=DistributeConfig(strategy="mirrored"),
+    )
+    result = train(cfg, tmp_path / "run", verbose=0, strategy=mirrored)
+    assert 0.05 < result.metrics["valid"]["mrr"] <= 1  # far above a random ranking's (1 / 200 entities)
+    _, _, index = load_data(cfg)
+    counts = slot_log_counts(index.train, index.num_entities, index.num_relations)
+    np.testing.assert_array_equal(RunFolder(tmp_path / "run").restore_model().slot_log_counts.numpy(), counts)
