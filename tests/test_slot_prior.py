@@ -245,14 +245,15 @@ def test_a_run_that_learns_nothing_beyond_the_prior_warns_against_the_priors_own
 
 
 def test_a_run_whose_loss_leaves_the_priors_is_not_warned(tmp_path):
-    """On this small typed graph the counts say nearly all: the first epoch ends near the
-    prior's own loss (warned), the next ones below it (not warned)."""
-    from jobi_tf.training.trainer import train
+    """On this small typed graph the counts say nearly all: the first epoch may end near the
+    prior's own loss (warned), the third ends well below it (not warned)."""
+    from jobi_tf.training.trainer import load_data, train
 
-    result = train(_run_cfg(lr=0.2, epochs=3, init="row-glorot", regularization=0.0), tmp_path / "run", verbose=0)
+    cfg = _run_cfg(lr=0.2, epochs=3, init="row-glorot", regularization=0.0)
+    result = train(cfg, tmp_path / "run", verbose=0)
+    _, _, index = load_data(cfg)
+    counts = slot_log_counts(index.train, index.num_entities, index.num_relations)
+    prior_loss = untrained_loss(counts, index.train, 1.0)
     losses = [h["triple_loss"] for h in result.metrics["history"]]
-    warned = [w["epoch"] for w in result.metrics.get("warnings", [])]
-    reference = result.metrics.get("warnings", [{}])[0].get("uniform_loss")
-    assert warned in ([], [1]) and losses[2] < losses[0]
-    if reference is not None:
-        assert losses[2] < 0.99 * reference
+    assert losses[2] < 0.99 * prior_loss
+    assert 3 not in [w["epoch"] for w in result.metrics.get("warnings", [])]
