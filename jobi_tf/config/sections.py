@@ -141,6 +141,11 @@ class TrainConfig:
             Why: on WN18RR the full penalty drives every score to zero (training stalls), while 0
             is dodged by growing the relation rows; a small factor (0.02, `kbc-rp`'s) works.
         lr: learning rate.
+        initial_accumulator_value: with ``adagrad`` and ``row-adagrad``, the accumulators' start
+            (`jobi_tf.optimizers.LazyAdagrad`). Why it matters: a 1-vs-all step's gradients
+            shrink with the batch, the rows and the number of entities; below about
+            ``sqrt(value)`` an update is damped, and on a sparse graph the first epoch then ends
+            at a uniform softmax (docs/studies/one-vs-all-stall.md). 0 (kbc's) is scale-free.
         optimizer: ``adam`` (exact dense Adam, the paper's: `FusedAdam`), ``lazy-adam`` (updates only
             the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), ``row-adagrad``
             (one accumulator per entity row: `jobi_tf.optimizers.RowAdagrad`), or ``auto``: dense Adam
@@ -210,6 +215,12 @@ class TrainConfig:
         metavar="F",
     )
     lr: float = setting(0.001, "Learning rate.")
+    initial_accumulator_value: float = setting(
+        1e-10,
+        "With --optimizer adagrad or row-adagrad: the accumulators' start (PyTorch's and kbc's: 0). Above 0, "
+        "gradients below about its square root take smaller first steps, which stalls 1-vs-all on sparse graphs.",
+        metavar="G0",
+    )
     optimizer: str = setting(
         "auto",
         f"{plugins.about('optimizer')[:-1]}; auto: adam below {LAZY_MIN_ROWS:,} entities, lazy-adam from there on.",
@@ -272,6 +283,7 @@ class TrainConfig:
         _choice("regularizer", self.regularizer, REGULARIZERS)
         _positive_float("relation_penalty", self.relation_penalty, allow_zero=True)
         _positive_float("lr", self.lr)
+        _positive_float("initial_accumulator_value", self.initial_accumulator_value, allow_zero=True)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _positive_int("epochs", self.epochs)
         _positive_int("eval_every", self.eval_every)

@@ -85,7 +85,7 @@ def build(index: KGIndex, cfg: RunConfig, strategy: tf.distribute.Strategy):
         model = JoBiModel.from_run_config(
             cfg, index.num_entities, index.num_relations, table_shards=shards, table_seed=cfg.seed
         )
-        optimizer = make_sharded_optimizer(cfg.train.optimizer, cfg.train.lr)
+        optimizer = make_sharded_optimizer(cfg.train.optimizer, cfg.train.lr, cfg.train.initial_accumulator_value)
         optimizer.build(model.sharded_tables)
     model.optimizer = optimizer  # what the callbacks checkpoint and log, as after compile
     model.stop_training = False

@@ -316,7 +316,9 @@ class ShardedLazyAdagrad(_ShardedOptimizer):
         shard.scatter_sub(tf.IndexedSlices(self.learning_rate * grad / (tf.sqrt(acc_rows) + self.epsilon), ids))
 
 
-def make_sharded_optimizer(name: str, learning_rate: float) -> _ShardedOptimizer:
+def make_sharded_optimizer(
+    name: str, learning_rate: float, initial_accumulator_value: float = 1e-10
+) -> _ShardedOptimizer:
     """The sharded optimizer for ``--optimizer``: ``lazy-adam`` (also what ``auto`` picks) or ``adagrad``.
 
     Dense ``adam`` is refused by the caller: it moves every row of every table each step,
@@ -325,5 +327,5 @@ def make_sharded_optimizer(name: str, learning_rate: float) -> _ShardedOptimizer
     if name in ("lazy-adam", "auto"):
         return ShardedLazyAdam(learning_rate)
     if name == "adagrad":
-        return ShardedLazyAdagrad(learning_rate)
+        return ShardedLazyAdagrad(learning_rate, initial_accumulator_value=initial_accumulator_value)
     raise ValueError(f"name must be 'lazy-adam', 'auto' or 'adagrad'. Received: name={name!r}")

@@ -31,6 +31,8 @@ row every step.
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 
 from jobi_tf.config import LAZY_MIN_ROWS  # auto's threshold (bench/step_time_vs_size.py, docs/performance.md)
@@ -78,8 +80,9 @@ def choose_optimizer(name: str, num_entities: int) -> str:
     return "lazy-adam" if num_entities >= LAZY_MIN_ROWS else "adam"
 
 
-def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimizer:
-    """A fresh optimizer for a concrete name (one of `names`; resolve ``auto`` first).
+def make_optimizer(name: str, learning_rate: float, **settings: Any) -> keras.optimizers.Optimizer:
+    """A fresh optimizer for a concrete name (one of `names`; resolve ``auto`` first), with
+    those of ``settings`` its class lists in ``options`` (the others are dropped).
 
     ``adam`` is dense Adam, the paper's optimizer, as `FusedAdam`; ``adagrad`` is `LazyAdagrad`
     (dense Adagrad's updates, repeated ids handled correctly); ``row-adagrad`` is `RowAdagrad`
@@ -88,4 +91,6 @@ def make_optimizer(name: str, learning_rate: float) -> keras.optimizers.Optimize
     if name not in OPTIMIZER_CLASSES:
         choices = ", ".join(map(repr, OPTIMIZER_CLASSES))
         raise ValueError(f"name must be one of {choices} (resolve 'auto' first). Received: name={name!r}")
-    return OPTIMIZER_CLASSES[name](learning_rate=learning_rate)
+    cls = OPTIMIZER_CLASSES[name]
+    taken = {k: v for k, v in settings.items() if k in getattr(cls, "options", ())}
+    return cls(learning_rate=learning_rate, **taken)

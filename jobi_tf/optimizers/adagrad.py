@@ -33,7 +33,9 @@ class LazyAdagrad(keras.optimizers.Adagrad):
     ``sqrt(G + 1e-10)`` did in every 1-vs-all run of docs/results.md; from 0, every coordinate's
     first step is about ``lr`` whatever its gradient, and kbc's recipe on FB15k-237 at rank 1000
     was behind after 2 epochs (validation MRR 0.3078 against 0.3133). ``initial_accumulator_value=0``
-    gives kbc's.
+    gives kbc's (``--initial-accumulator-value 0``). The damping has a scale: a 1-vs-all
+    gradient shrinks with the rows, the batch and the number of entities, so on a sparse graph
+    whole epochs are damped (docs/studies/one-vs-all-stall.md).
 
     Args:
         initial_accumulator_value: default 1e-10.
@@ -46,6 +48,8 @@ class LazyAdagrad(keras.optimizers.Adagrad):
     >>> table.numpy().ravel().astype(float).round(3).tolist()  # one update with gradient 2, not two of 1
     [0.9, 1.0, 1.0]
     """
+
+    options = ("initial_accumulator_value",)  # --initial-accumulator-value (jobi_tf.runtime.plugins)
 
     @staticmethod
     def slot_floats(rows: int, width: int, entity_table: bool) -> int:

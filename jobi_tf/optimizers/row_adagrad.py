@@ -46,8 +46,14 @@ class RowAdagrad(LazyAdagrad):
         accumulator per row of the entity table, one per float elsewhere."""
         return rows if entity_table else rows * width
 
-    def __init__(self, *args, row_tables: tuple[str, ...] = ("entity_embeddings",), **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        *args,
+        row_tables: tuple[str, ...] = ("entity_embeddings",),
+        initial_accumulator_value: float = 1e-10,
+        **kwargs,
+    ) -> None:
+        super().__init__(*args, initial_accumulator_value=initial_accumulator_value, **kwargs)
         self.row_tables = tuple(row_tables)
 
     def build(self, var_list) -> None:

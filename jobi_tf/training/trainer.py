@@ -33,6 +33,7 @@ from jobi_tf.evaluation.ranking import FilteredEvaluator
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
+from jobi_tf.runtime import plugins
 from jobi_tf.runtime.atomic import write_json_atomic
 from jobi_tf.runtime.errors import TrainingStopped
 from jobi_tf.runtime.rng import caller_random_state_kept
@@ -75,7 +76,7 @@ def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
 def make_optimizer(cfg: RunConfig, num_entities: int | None = None) -> keras.optimizers.Optimizer:
     """The run's optimizer; ``--optimizer auto`` needs ``num_entities`` to choose."""
     name = cfg.train.optimizer if num_entities is None else choose_optimizer(cfg.train.optimizer, num_entities)
-    return _new_optimizer(name, cfg.train.lr)
+    return _new_optimizer(name, cfg.train.lr, initial_accumulator_value=cfg.train.initial_accumulator_value)
 
 
 def _resolve_optimizer(cfg: RunConfig, num_entities: int, sharded: bool = False) -> RunConfig:
@@ -135,6 +136,7 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     chief = is_chief(strategy)
     entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
     cfg = _resolve_optimizer(cfg, index.num_entities, sharded)
+    plugins.check("optimizer", cfg)  # what auto chose takes the optimizer settings given, or says so
     if not sharded:  # sharded tables live on the parameter servers, not here
         checks.check_memory(cfg, index.num_entities, index.num_relations)
     # Before anything is written: a source run that does not fit is refused on an empty --out.
