@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import keras
@@ -10,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
+from jobi_tf.config.checks import check
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import (
     LAZY_MIN_ROWS,
@@ -367,6 +369,24 @@ def test_optimizer_names_are_validated_and_built():
         make_optimizer("auto", 0.1)
     with pytest.raises(ValueError, match="amsgrad"):
         LazyAdam(amsgrad=True)
+
+
+def test_the_accumulators_start_is_a_setting_of_the_adagrads_only(tmp_path):
+    """``--initial-accumulator-value`` reaches Adagrad's slots; an optimizer that has none refuses
+    it in one line, also when ``auto`` chose that optimizer."""
+    for name in ("adagrad", "row-adagrad"):
+        assert make_optimizer(name, 0.1, initial_accumulator_value=0.0).initial_accumulator_value == 0.0
+        assert make_optimizer(name, 0.1).initial_accumulator_value == 1e-10
+    assert type(make_optimizer("adam", 0.1, initial_accumulator_value=0.0)) is FusedAdam  # dropped: not its setting
+    with pytest.raises(ConfigError, match=r"^--initial-accumulator-value: needs --optimizer adagrad or row-adagrad$"):
+        check(dataclasses.replace(_cfg(1, "adam"), train=TrainConfig(optimizer="adam", initial_accumulator_value=0.0)))
+    with pytest.raises(ConfigError, match=r"^--initial-accumulator-value: must be a finite number >= 0"):
+        TrainConfig(initial_accumulator_value=-1.0)
+    cfg = _cfg(1, "auto")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, initial_accumulator_value=0.0))
+    with pytest.raises(ConfigError, match=r"^--initial-accumulator-value: needs --optimizer adagrad or row-adagrad$"):
+        train(cfg, tmp_path / "auto", verbose=0)
+    assert not (tmp_path / "auto" / "config.json").exists()
 
 
 def test_lazy_optimizers_serialize():
