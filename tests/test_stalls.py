@@ -170,7 +170,7 @@ def test_a_stalled_epoch_prints_one_line_and_records_it(tmp_path, caplog, entiti
 
 def _sparse_cfg(initial_accumulator_value: float) -> RunConfig:
     """``--preset kbc-fast``'s loss, optimizer, rate, N3 and init on a sparse graph: 3,365
-    entities with 1.8 training triples each, 27 steps an epoch."""
+    entities with 1.65 training triples each, 27 steps an epoch."""
     return RunConfig(
         data=DataConfig(dataset="synthetic", synthetic_entities=5000, synthetic_relations=20, synthetic_triples=6000),
         sampler=SamplerConfig(batch_size=200),
