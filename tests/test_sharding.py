@@ -67,21 +67,23 @@ def _steps(rng, num_steps=4):
 
 
 @pytest.mark.parametrize(
-    "reference_cls, sharded_cls, slots",
+    "reference_cls, sharded_cls, slots, settings",
     [
-        (LazyAdam, ShardedLazyAdam, {"momentum": "_momentums", "velocity": "_velocities"}),
-        (LazyAdagrad, ShardedLazyAdagrad, {"accumulator": "_accumulators"}),
+        (LazyAdam, ShardedLazyAdam, {"momentum": "_momentums", "velocity": "_velocities"}, {}),
+        (LazyAdagrad, ShardedLazyAdagrad, {"accumulator": "_accumulators"}, {}),
+        (LazyAdagrad, ShardedLazyAdagrad, {"accumulator": "_accumulators"}, {"initial_accumulator_value": 0.0}),
     ],
+    ids=["adam", "adagrad", "adagrad-from-0"],
 )
-def test_lazy_optimizer_on_shards_equals_it_on_one_table(reference_cls, sharded_cls, slots):
+def test_lazy_optimizer_on_shards_equals_it_on_one_table(reference_cls, sharded_cls, slots, settings):
     """The synchronous case: the same steps, the same rows, to float rounding."""
     rng = np.random.default_rng(1)
     initial = rng.normal(size=(53, 4)).astype(np.float32)
     whole = keras.Variable(initial)
-    reference = reference_cls(learning_rate=0.05)
+    reference = reference_cls(learning_rate=0.05, **settings)
     reference.build([whole])
     sharded = ShardedTable(initial, 3, "t")
-    optimizer = sharded_cls(learning_rate=0.05)
+    optimizer = sharded_cls(learning_rate=0.05, **settings)
     optimizer.build([sharded])
     touched = set()
     for ids, weights in _steps(rng):
@@ -101,6 +103,15 @@ def test_lazy_optimizer_on_shards_equals_it_on_one_table(reference_cls, sharded_
     assert int(optimizer.iterations.numpy()) == int(reference.iterations.numpy()) == 4
     assert not np.allclose(sharded.numpy(), initial)
     assert set(optimizer.variables()) == {"iterations", *(f"t/{name}" for name in slots)}
+
+
+def test_sharded_adagrad_starts_its_accumulators_where_the_run_says():
+    """``--initial-accumulator-value`` reaches the parameter servers' Adagrad too."""
+    table = ShardedTable(np.ones((10, 2), np.float32), 2, "t")
+    for start in (0.0, 1e-10):
+        optimizer = make_sharded_optimizer("adagrad", 0.1, initial_accumulator_value=start)
+        optimizer.build([table])
+        np.testing.assert_array_equal(optimizer.slots["t"]["accumulator"].numpy(), np.full((10, 2), start, np.float32))
 
 
 def test_slots_sit_beside_their_tables_rows():
