@@ -145,7 +145,7 @@ class TrainConfig:
             (`jobi_tf.optimizers.LazyAdagrad`). Why it matters: a 1-vs-all step's gradients
             shrink with the batch, the rows and the number of entities; below about
             ``sqrt(value)`` an update is damped, and on a sparse graph the first epoch then ends
-            at a uniform softmax (docs/studies/one-vs-all-stall.md). 0 (kbc's) is scale-free.
+            at a uniform softmax (docs/studies/adagrad-start.md). 0 (kbc's) is scale-free.
         optimizer: ``adam`` (exact dense Adam, the paper's: `FusedAdam`), ``lazy-adam`` (updates only
             the rows a batch uses), ``adagrad`` (sparse-aware, same updates as dense), ``row-adagrad``
             (one accumulator per entity row: `jobi_tf.optimizers.RowAdagrad`), or ``auto``: dense Adam

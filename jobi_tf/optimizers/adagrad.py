@@ -35,7 +35,7 @@ class LazyAdagrad(keras.optimizers.Adagrad):
     was behind after 2 epochs (validation MRR 0.3078 against 0.3133). ``initial_accumulator_value=0``
     gives kbc's (``--initial-accumulator-value 0``). The damping has a scale: a 1-vs-all
     gradient shrinks with the rows, the batch and the number of entities, so on a sparse graph
-    whole epochs are damped (docs/studies/one-vs-all-stall.md).
+    whole epochs are damped (docs/studies/adagrad-start.md).
 
     Args:
         initial_accumulator_value: default 1e-10.
