@@ -59,8 +59,8 @@ class Measurement:
 
 _APH = "bench/accuracy_per_hour.py on one AMD EPYC core with AVX512-BF16, bfloat16 products: docs/results/"
 #: What `RULE` stands on, one seed each. All but the last graph: ``--preset kbc-fast
-#: --matmul-dtype bfloat16`` against sampled JoBi's run to convergence (each raw file's
-#: ``curve`` holds the validation MRR of every epoch).
+#: --matmul-dtype bfloat16`` (Adagrad from 1e-10, the preset's start then) against sampled JoBi's
+#: run to convergence (each raw file's ``curve`` holds the validation MRR of every epoch).
 MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(
         "FB15k-237", 18.7, 2, "validation MRR 0.3263 after 2 epochs against JoBi's best 0.3207",
