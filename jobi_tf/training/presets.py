@@ -125,7 +125,7 @@ PRESETS["kbc-fast"] = Preset(
     },
     "the winner of a search on FB15k-237 at its budget (rank 200, 8 epochs): kbc-rp's batch 500 and no XLA, "
     "N3 0.05, no relation prediction, Adagrad's accumulators from 0 (1e-10 on WN18RR); FB15k-237 test MRR 0.345 "
-    "after 7 minutes of training with --matmul-dtype bfloat16 (docs/results.md); searched on FB15k-237 only.",
+    "after 7 minutes of training with --matmul-dtype bfloat16 (README); searched on FB15k-237 only.",
     # The full penalty stalls on WN18RR; 0 as kbc (kbc-rp's 0.02 is not measured at this budget).
     # WN18RR keeps the damped start: from 0 its first epoch fell from 0.336 to 0.256 and its 8th
     # ended 0.0095 lower (docs/studies/adagrad-start.md).
