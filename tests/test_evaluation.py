@@ -447,3 +447,108 @@ def test_soft_slot_ranks_admit_what_the_pair_head_places_in_the_slot(name):
     assert (strict[0] == E).sum() > (expected[0] == E).sum()  # some answers new to their slot are admitted
     with pytest.raises(ConfigError, match="--restrict: 'soft-slots' needs a model with a pair head"):
         FilteredEvaluator(index, cfg).ranks(_model(name, ent, rel), splits["test"])
+
+
+# -- the one-pass count and bfloat16 ranking -----------------------------------------------
+
+
+def _two_pass_only(monkeypatch):
+    """Make every scorer take the two-pass route (the count before the one-pass route)."""
+    from jobi_tf.evaluation import block_ranking
+
+    monkeypatch.setattr(block_ranking.OnePassCounter, "handles", staticmethod(lambda scorer: False))
+
+
+def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch):
+    """FB15k-237's validation set under a ComplEx table with many exact ties (rows copied):
+    the one-pass count gives the two-pass count's ranks and top-1s, bit for bit."""
+    from jobi_tf.datasets.loading import load_index
+    from jobi_tf.config import DataConfig
+
+    try:
+        _, _, index = load_index(DataConfig(dataset="fb15k-237"))
+    except Exception as exc:  # offline without a local copy
+        pytest.skip(f"FB15k-237 not available here: {exc}")
+    rng = np.random.default_rng(0)
+    model = JoBiModel(num_entities=index.num_entities, num_relations=index.num_relations, model="complex", dim=32)
+    ent = rng.normal(size=(index.num_entities, 64)).astype(np.float32)
+    ent[rng.choice(index.num_entities, 2000, replace=False)] = ent[: 2000 // 100].repeat(100, axis=0)
+    model.entity_embeddings.assign(ent)
+    model.triple_relations.assign(rng.normal(size=model.triple_relations.shape).astype(np.float32))
+    valid = index.split("valid")[:3000]
+    cfg = EvalConfig(chunk_size=5000)  # several blocks, tiles of unequal widths
+    one = FilteredEvaluator(index, cfg).ranks(model, valid)
+    _two_pass_only(monkeypatch)
+    two = FilteredEvaluator(index, cfg).ranks(model, valid)
+    assert np.sum(two.pessimistic > two.optimistic) > 100, "the fixture must produce ties"
+    for field in ("optimistic", "pessimistic", "top1"):
+        np.testing.assert_array_equal(getattr(one, field), getattr(two, field), err_msg=field)
+
+
+def test_a_bound_that_does_not_hold_falls_back_to_two_passes(monkeypatch):
+    """A target score outside its rounding bound (forced here) is counted by the two-pass route."""
+    from jobi_tf.evaluation import block_ranking
+
+    splits, index = _random_kg(2)
+    ent, rel = _random_weights("complex", 3)
+    expected = _brute_force_ranks(_all_scores("complex", ent, rel), splits, splits["test"])
+    _assert_well_separated(_all_scores("complex", ent, rel), splits["test"])
+    original = block_ranking.OnePassCounter._bounds
+    calls = []
+
+    def shifted(self, q, table, targets):
+        lo, hi, value = original(self, q, table, targets)
+        calls.append(len(targets))
+        return lo + 1e3, hi + 1e3, value  # no exact score lies there
+
+    monkeypatch.setattr(block_ranking.OnePassCounter, "_bounds", shifted)
+    got = FilteredEvaluator(index, EvalConfig(eval_batch_size=7, chunk_size=9)).ranks(
+        _model("complex", ent, rel), splits["test"]
+    )
+    assert calls
+    _assert_ranks_equal(got, expected)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_bfloat16_ranks_are_those_of_bfloat16_scores(name):
+    """``dtype="bfloat16"``: each rank counts the filtered candidates whose bfloat16 score
+    (of bfloat16-rounded rows) is above / equal to the target's, as a NumPy reference does."""
+    import tensorflow as tf
+
+    splits, index = _random_kg(9)
+    ent, rel = _random_weights(name, 10, dim=8)
+    model = _model(name, ent, rel)
+    test = splits["test"]
+    got = FilteredEvaluator(index, EvalConfig(eval_batch_size=6, chunk_size=11), dtype="bfloat16").ranks(model, test)
+
+    def bf16(x):
+        return tf.cast(tf.cast(tf.constant(np.asarray(x, np.float32)), tf.bfloat16), tf.float32).numpy().astype(np.float64)
+
+    known = {tuple(x) for s in SPLITS for x in splits[s].tolist()}
+    table = bf16(model.entity_embeddings.numpy())
+    want_opt, want_pes = [], []
+    for tail in (False, True):
+        heads, rels, tails = test[:, 0], test[:, 1], test[:, 2]
+        queries = (model.tail_queries(heads, rels) if tail else model.head_queries(rels, tails)).numpy()
+        for i, (h, r, t) in enumerate(test.tolist()):
+            scores = bf16(bf16(queries[i]) @ table.T)  # products of rounded rows, rounded again
+            target = t if tail else h
+            keep = np.array([((h, r, e) if tail else (e, r, t)) not in known for e in range(E)])
+            keep[target] = False
+            want_opt.append(1 + np.sum(scores[keep] > scores[target]))
+            want_pes.append(1 + np.sum(scores[keep] >= scores[target]))
+    # the target's value is its float64 product rounded once; the matmul rounds a float32 sum:
+    # they may differ by one bfloat16 step, so allow a rank or two where that happens
+    assert np.mean(got.optimistic == np.array(want_opt)) > 0.9
+    assert np.max(np.abs(got.optimistic - np.array(want_opt))) <= 2
+    assert np.max(np.abs(got.pessimistic - np.array(want_pes))) <= 2
+
+
+def test_validation_sample_is_fixed_and_in_split_order():
+    from jobi_tf.evaluation.ranking import validation_sample
+
+    triples = np.arange(300).reshape(100, 3)
+    a, b = validation_sample(triples, 10), validation_sample(triples, 10)
+    np.testing.assert_array_equal(a, b)
+    assert len(a) == 10 and np.all(np.diff(a[:, 0]) > 0)
+    assert validation_sample(triples, 0) is triples and len(validation_sample(triples, 500)) == 100

@@ -258,7 +258,7 @@ def test_the_first_check_changes_no_training_number(tmp_path):
     checked = train(_cfg(**LEARNING, epochs=2, first_check_steps=7), tmp_path / "checked", verbose=0).metrics
     assert "first_check" in checked
     assert checked["test"] == plain["test"] and checked["valid"] == plain["valid"]
-    timing = {"epoch_seconds", "positives_per_second", "positives_per_second_median"}
+    timing = {"epoch_seconds", "positives_per_second", "positives_per_second_median", "valid_seconds"}
     assert [{k: v for k, v in h.items() if k not in timing} for h in checked["history"]] == [
         {k: v for k, v in h.items() if k not in timing} for h in plain["history"]
     ]

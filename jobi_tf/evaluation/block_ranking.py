@@ -9,8 +9,25 @@ entities scoring above / equal to the true one are counted. Memory is bounded by
 ``batch * chunk_size`` floats.
 
 The true entity's score must come out of the same matmul as its rivals' (a dot product
-summed in another order rounds differently and breaks exact ties). With one block it is
-read during counting; with several, a first pass reads it.
+summed in another order rounds differently and breaks exact ties). Two ways to get it:
+
+* **One pass** (`OnePassCounter`, for scorers whose score is a plain dot product, without
+  type-aware candidates or a slot prior): the target's score is known *before* its block
+  only up to a rounding bound δ, computed in float64 from the same rows. Each tile counts the
+  candidates above ``est + δ`` with one fused reduction and flags the few inside
+  ``[est - δ, est + δ]``; those, and the exact score read from the target's own tile, settle
+  the count at the end. Exact: a query whose exact score falls outside its bound (never seen)
+  is counted again by the two-pass route. Tiles are small (`TILE` entities) so that the score
+  matrix stays in cache while it is reduced: at 1.85M entities the reductions, not the
+  products, had bounded the rate.
+* **Two passes** (every other case): a first pass reads the target's score from its block,
+  the second counts; each product is computed twice.
+
+``dtype="bfloat16"`` (``--rank-dtype``) computes the products from bfloat16-rounded rows and
+queries, as the hardware's bfloat16 dot products do; the scores come back as bfloat16, so each
+rank is that of the bfloat16 scores (ties counted as such), the target's taken as its
+float64 product rounded to bfloat16. An approximation for validating often on a large graph;
+the test set is ranked in float32.
 """
 
 from __future__ import annotations
@@ -18,7 +35,14 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["BlockCounts", "BlockRanker", "entity_blocks"]
+from jobi_tf.models.scorers.base import Scorer
+
+__all__ = ["BlockCounts", "BlockRanker", "OnePassCounter", "TILE", "entity_blocks"]
+
+#: Entities per product of the one-pass count: 8,192 x 1,000 queries stay in cache while reduced.
+TILE = 8192
+#: Tiles from this many entities reduce in one XLA-fused loop (smaller ones are not worth a compile).
+FUSED_FROM = 1024
 
 
 def entity_blocks(num_entities: int, chunk_size: int) -> list[tuple[int, int]]:
@@ -59,9 +83,14 @@ class BlockRanker:
     Holds the two traced block kernels, so that one evaluator traces them once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: str = "float32") -> None:
         self._count = tf.function(_count_above, reduce_retracing=True)
         self._read = tf.function(_read_target_scores, reduce_retracing=True)
+        self.one_pass = OnePassCounter(dtype)
+
+    def product_table(self, table):
+        """The entity table as the one-pass products read it (cast once per evaluation)."""
+        return self.one_pass.product_table(table)
 
     def count(
         self,
@@ -73,6 +102,7 @@ class BlockRanker:
         blocks: list[tuple[int, int]],
         allowed: np.ndarray | None = None,
         offsets: tf.Tensor | None = None,
+        products=None,
     ) -> BlockCounts:
         """Counts of ``B`` queries over every block.
 
@@ -86,7 +116,21 @@ class BlockRanker:
             blocks: `entity_blocks` of the table.
             allowed: bool ``[B, E]`` candidates to rank (type-aware ranking), or None for all.
             offsets: float32 ``[B, E]`` added to the scores (the model's slot prior), or None.
+            products: `product_table` of ``table`` (made here when not given).
         """
+        if allowed is None and offsets is None and self.one_pass.handles(scorer):
+            products = self.product_table(table) if products is None else products
+            counts = self.one_pass.count(q, table, products, filtered, targets, blocks)
+            if counts is not None:
+                return counts
+        if self.one_pass.dtype != "float32":
+            raise ValueError("bfloat16 ranking needs a dot-product scorer, without --restrict or a slot prior")
+        return self._count_two_pass(scorer, q, table, filtered, targets, blocks, allowed, offsets)
+
+    def _count_two_pass(
+        self, scorer, q, table, filtered, targets, blocks, allowed=None, offsets=None
+    ) -> BlockCounts:
+        """`count` by the general route: the target's score read in a first pass."""
         rows, cols = filtered
         if len(blocks) == 1:
             target_scores, target_cols = tf.zeros(len(targets), table.dtype), targets
@@ -169,3 +213,161 @@ def _block_scores(scorer, q, entities, offsets=None):
     """``[B, C]``: the block's scores, with ``offsets`` added (both passes compute them alike)."""
     scores = scorer.score_candidates(q, entities)
     return scores if offsets is None else scores + offsets
+
+
+class OnePassCounter:
+    """The one-pass count of a dot-product scorer (see the module's docstring).
+
+    Args:
+        dtype: ``float32`` (exact) or ``bfloat16`` (the products of bfloat16-rounded rows).
+    """
+
+    def __init__(self, dtype: str = "float32") -> None:
+        if dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"rank dtype must be float32 or bfloat16, not {dtype!r}")
+        self.dtype = dtype
+        self._tile = tf.function(_tile_counts, reduce_retracing=True)
+        self._band = tf.function(_tile_band, reduce_retracing=True)
+
+    @staticmethod
+    def handles(scorer) -> bool:
+        """True for a scorer whose candidates' scores are the base class's dot products."""
+        return type(scorer).score_candidates is Scorer.score_candidates
+
+    def product_table(self, table):
+        return table if self.dtype == "float32" else tf.cast(table, tf.bfloat16)
+
+    def count(self, q, table, products, filtered, targets, blocks) -> BlockCounts | None:
+        """The counts of one batch, or None where a target's exact score left its bound."""
+        q = tf.convert_to_tensor(q, tf.float32)
+        targets = np.asarray(targets, np.int64)
+        lo_bound, hi_bound, target_value = self._bounds(q, table, targets)
+        qp = tf.cast(q, tf.bfloat16) if self.dtype == "bfloat16" else q
+        rows, cols = (np.asarray(a, np.int64) for a in filtered)
+        order = np.argsort(cols, kind="stable")
+        rows, cols = rows[order], cols[order]
+        size = len(targets)
+        greater = np.zeros(size, np.float64)
+        equal = np.zeros(size, np.float64)
+        best = np.full(size, -np.inf, np.float32)
+        rival = np.zeros(size, np.int64)
+        exact = np.full(size, np.nan, np.float32)
+        band_rows, band_values = [], []
+        x_hi = tf.constant(hi_bound)
+        x_lo = tf.constant(lo_bound)
+        for lo, hi in _tiles(blocks):
+            a, b = np.searchsorted(cols, [lo, hi])
+            filt = np.stack([rows[a:b], cols[a:b] - lo], axis=1).astype(np.int32).reshape(-1, 2)
+            inside = (targets >= lo) & (targets < hi)
+            target_cols = np.where(inside, targets - lo, -1).astype(np.int32)
+            above_hi, above_lo, block_best, improved, best_col, read = self._tile(
+                qp, products[lo:hi], tf.constant(filt), x_hi, x_lo, tf.constant(best), tf.constant(target_cols)
+            )
+            width = hi - lo
+            above_hi, above_lo = above_hi.numpy().astype(np.float64), above_lo.numpy().astype(np.float64)
+            improved = improved.numpy()
+            if improved.any():
+                best[improved] = block_best.numpy()[improved]
+                rival[improved] = best_col.numpy()[improved] + lo
+            if inside.any():
+                exact[inside] = read.numpy()[inside]
+            if self.dtype == "bfloat16":  # x_hi, x_lo sit between bfloat16 values: no score equals them
+                greater += (above_hi + width) / 2
+                equal += (above_lo - above_hi) / 2
+                continue
+            hits_at_hi = np.zeros(size, np.float64)
+            if (above_lo > above_hi).any():  # some scores inside a bound: read them (rare)
+                band_row, band_value = (
+                    t.numpy() for t in self._band(qp, products[lo:hi], tf.constant(filt), x_hi, x_lo)
+                )
+                band_rows.append(band_row.astype(np.int64))
+                band_values.append(band_value)
+                np.add.at(hits_at_hi, band_row, band_value == hi_bound[band_row])
+            greater += (above_hi + width - hits_at_hi) / 2
+        counts = BlockCounts(size)
+        counts.rival_score, counts.rival = best, rival
+        if self.dtype == "bfloat16":
+            counts.greater, counts.equal, counts.target_score = greater, equal, target_value
+            return counts
+        if not np.all((exact >= lo_bound) & (exact <= hi_bound)):
+            return None  # a rounding bound did not hold: the caller counts this batch again
+        if band_rows:
+            band_row, band_value = np.concatenate(band_rows), np.concatenate(band_values)
+            greater += np.bincount(band_row, band_value > exact[band_row], size)
+            equal += np.bincount(band_row, band_value == exact[band_row], size)
+        counts.greater, counts.equal, counts.target_score = greater, equal, exact
+        return counts
+
+    def _bounds(self, q, table, targets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(lo, hi, value)``, float32 ``(B,)``: where each target's product lands.
+
+        float32: the exact product in float64, widened by twice the worst rounding of a
+        float32 sum of W terms (W·2⁻²⁴·Σ|terms|), so the matmul's value lies inside.
+        bfloat16: the float64 product of the rounded rows, rounded to bfloat16 (``value``),
+        and the two points halfway to its neighbours, which no bfloat16 score can equal.
+        """
+        rows = tf.gather(table, targets)
+        if self.dtype == "bfloat16":
+            q, rows = (tf.cast(tf.cast(x, tf.bfloat16), tf.float32) for x in (q, rows))
+        terms = q.numpy().astype(np.float64) * rows.numpy().astype(np.float64)
+        est = terms.sum(axis=1)
+        if self.dtype == "float32":
+            delta = 2.0 * terms.shape[1] * 2.0**-24 * np.abs(terms).sum(axis=1) + 1e-30
+            lo = np.nextafter((est - delta).astype(np.float32), np.float32(-np.inf))
+            hi = np.nextafter((est + delta).astype(np.float32), np.float32(np.inf))
+            return lo, hi, est.astype(np.float32)
+        value = tf.cast(tf.cast(est.astype(np.float32), tf.bfloat16), tf.float32).numpy()
+        half = np.maximum(np.abs(value) * np.float32(2.0**-9), np.float32(1e-38))
+        return value - half, value + half, value
+
+
+def _tiles(blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Each block cut into pieces of at most `TILE` entities."""
+    return [(a, min(a + TILE, hi)) for lo, hi in blocks for a in range(lo, hi, TILE)]
+
+
+def _tile_counts(q, entities, filtered, x_hi, x_lo, best, target_cols):
+    """One tile: ``Σ sign(s - x_hi)``, ``Σ sign(s - x_lo)``, the best filtered-in score, which
+    queries it improves and where, and the scores at ``target_cols`` (read before filtering).
+
+    Signs summed as floats (exact: integers below 2²⁴) reduce in one vectorised pass; from
+    them ``#(s > x) = (Σ sign(s - x) + C - #(s = x)) / 2``.
+    """
+    scores = tf.matmul(q, entities, transpose_b=True)
+    read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
+    with tf.control_dependencies([read]):  # read first, so that the update may reuse the buffer
+        scores = tf.tensor_scatter_nd_update(
+            scores, filtered, tf.fill([tf.shape(filtered)[0]], tf.constant(-np.inf, scores.dtype))
+        )
+    reduce = _fused_sums if scores.shape[1] is not None and scores.shape[1] >= FUSED_FROM else _sums
+    above_hi, above_lo, block_best = reduce(scores, x_hi, x_lo)
+    improved = block_best > best  # strict: on ties the earlier tile (lower id) keeps it
+    best_col = tf.scatter_nd(
+        tf.where(improved),
+        tf.argmax(tf.boolean_mask(scores, improved), axis=1, output_type=tf.int32),
+        tf.shape(improved, out_type=tf.int64),
+    )
+    return above_hi, above_lo, block_best, improved, best_col, tf.cast(read, tf.float32)
+
+
+def _sums(scores, x_hi, x_lo):
+    scores = tf.cast(scores, tf.float32)
+    return (
+        tf.reduce_sum(tf.sign(scores - x_hi[:, None]), axis=1),
+        tf.reduce_sum(tf.sign(scores - x_lo[:, None]), axis=1),
+        tf.reduce_max(scores, axis=1),
+    )
+
+
+_fused_sums = tf.function(_sums, jit_compile=True, reduce_retracing=True)
+
+
+def _tile_band(q, entities, filtered, x_hi, x_lo):
+    """``(rows, values)`` of the filtered-in scores inside ``[x_lo, x_hi]`` (the same product as
+    `_tile_counts`, recomputed where a bound holds some)."""
+    scores = tf.matmul(q, entities, transpose_b=True)
+    scores = tf.tensor_scatter_nd_update(
+        scores, filtered, tf.fill([tf.shape(filtered)[0]], tf.constant(-np.inf, scores.dtype))
+    )
+    inside = tf.where((scores >= x_lo[:, None]) & (scores <= x_hi[:, None]))
+    return inside[:, 0], tf.gather_nd(scores, inside)

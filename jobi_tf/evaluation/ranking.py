@@ -45,11 +45,13 @@ from jobi_tf.models.tables import pair_score_threshold
 from jobi_tf.runtime.errors import ConfigError
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL
 
-__all__ = ["Ranks", "rank_metrics", "tie_ranks", "FilteredEvaluator"]
+__all__ = ["Ranks", "rank_metrics", "tie_ranks", "FilteredEvaluator", "validation_sample"]
 
 logger = logging.getLogger(__name__)
 
 HITS_AT = (1, 3, 10)
+#: Seed of `validation_sample` (``--valid-sample``): the same triples for every run of a graph.
+VALID_SAMPLE_SEED = 20261129
 #: Largest ``[2 * relations, entities]`` bool table type-aware ranking builds (FB15k-237: 7 MB).
 SLOT_TABLE_MAX_BYTES = 1 << 30
 
@@ -104,13 +106,21 @@ class FilteredEvaluator:
         index: the graph (its known-facts filter).
         cfg: batch, chunk and tie settings.
         relation_labels: optional names for the per-relation breakdown.
+        dtype: the products' dtype, ``float32`` (exact) or ``bfloat16`` (validation on a large
+            graph, `jobi_tf.evaluation.block_ranking`).
     """
 
-    def __init__(self, index: KGIndex, cfg: EvalConfig | None = None, relation_labels: np.ndarray | None = None):
+    def __init__(
+        self,
+        index: KGIndex,
+        cfg: EvalConfig | None = None,
+        relation_labels: np.ndarray | None = None,
+        dtype: str = "float32",
+    ):
         self.index = index
         self.cfg = cfg or EvalConfig()
         self.relation_labels = relation_labels
-        self._ranker = BlockRanker()
+        self._ranker = BlockRanker(dtype)
 
     def ranks(self, model, triples: np.ndarray, *, tails_only: bool = False, progress: bool = False) -> Ranks:
         """Filtered ranks of ``triples`` (int ``(N, 3)``) under ``model``'s triple head.
@@ -128,11 +138,12 @@ class FilteredEvaluator:
         n_batches = sum(-(-len(triples) // self.cfg.eval_batch_size) for _ in dirs)
         bar = _progress_bar(n_batches) if progress else None
         greater, equal, top1 = [], [], []
+        products = self._ranker.product_table(model.entity_embeddings)  # cast once, not per batch
         for is_tail, known, keys, targets in dirs:
             for start in range(0, len(triples), self.cfg.eval_batch_size):
                 sl = slice(start, start + self.cfg.eval_batch_size)
                 allowed = self._allowed(model, triples[sl], is_tail)
-                g, e, t = self._batch(model, triples[sl], is_tail, known, keys[sl], targets[sl], allowed)
+                g, e, t = self._batch(model, triples[sl], is_tail, known, keys[sl], targets[sl], allowed, products)
                 greater.append(g)
                 equal.append(e)
                 top1.append(t)
@@ -181,7 +192,7 @@ class FilteredEvaluator:
         )
 
     def _batch(
-        self, model, triples, is_tail, known: CSR, keys, targets, allowed: np.ndarray | None = None
+        self, model, triples, is_tail, known: CSR, keys, targets, allowed: np.ndarray | None = None, products=None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(greater, equal, top1)`` of one batch of queries (see `Ranks`)."""
         prior = getattr(model, "prior", None)
@@ -198,7 +209,7 @@ class FilteredEvaluator:
         blocks = entity_blocks(self.index.num_entities, self.cfg.chunk_size)
         # every known answer is filtered, the true one included
         counts = self._ranker.count(
-            model.scorer, q, model.entity_embeddings, known.lookup(keys), targets, blocks, allowed, offsets
+            model.scorer, q, model.entity_embeddings, known.lookup(keys), targets, blocks, allowed, offsets, products
         )
         return self._outcome(counts, targets, allowed)
 
@@ -219,9 +230,13 @@ class FilteredEvaluator:
             rival = np.where(np.isneginf(counts.rival_score), -1, rival)  # every candidate filtered: no answer
         return greater, equal, np.where(target_first, targets, rival)
 
-    def evaluate(self, model, split: str = "test", *, tails_only: bool = False, progress: bool = False) -> dict:
-        """Metrics of a split: overall, per direction and per relation (see `metrics_from_ranks`)."""
-        ranks = self.ranks(model, self.index.split(split), tails_only=tails_only, progress=progress)
+    def evaluate(
+        self, model, split: str = "test", *, tails_only: bool = False, progress: bool = False, triples=None
+    ) -> dict:
+        """Metrics of a split: overall, per direction and per relation (see `metrics_from_ranks`).
+        ``triples``: rank these (a `validation_sample` of the split) instead of the whole split."""
+        triples = self.index.split(split) if triples is None else triples
+        ranks = self.ranks(model, triples, tails_only=tails_only, progress=progress)
         return self.metrics_from_ranks(ranks)
 
     def relation_ranks(self, model, triples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -296,6 +311,16 @@ class FilteredEvaluator:
         keys = pack(ranks.relations, answers, e) + np.where(ranks.tail_query, 0, r * e)  # `KGIndex.slot_keys`
         seen = sorted_contains(self.index.slot_keys, keys)
         return ~seen & (answers >= 0)  # -1: type-aware ranking left no candidate to answer with
+
+
+def validation_sample(triples: np.ndarray, size: int, seed: int = VALID_SAMPLE_SEED) -> np.ndarray:
+    """A fixed sample of ``size`` triples (all of them for 0 or more than there are), in the
+    split's order: the same for every run of a graph, so that runs validated on it compare."""
+    triples = np.asarray(triples)
+    if size <= 0 or size >= len(triples):
+        return triples
+    rows = np.random.default_rng(seed).choice(len(triples), size=size, replace=False)
+    return triples[np.sort(rows)]
 
 
 def _share(flags: np.ndarray) -> float:

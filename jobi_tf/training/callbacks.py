@@ -61,6 +61,8 @@ class LoopState:
         final_weights_sha256: multi-worker runs: the digest every worker must agree on.
         warnings: what `jobi_tf.training.stalls` warned of (None before a warning), ``metrics.json``'s ``warnings``.
         first_check: the result of ``--first-check-steps`` (`jobi_tf.training.stalls.FirstCheck`; None without it).
+        best_step: with ``--eval-every-steps``, the step of epoch ``best_epoch`` whose weights
+            are ``best`` (None: that epoch's end).
     """
 
     epoch: int = 0
@@ -75,6 +77,7 @@ class LoopState:
     final_weights_sha256: str | None = None
     warnings: list[dict] | None = None
     first_check: dict | None = None
+    best_step: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The checkpoint's JSON (fields still None are left out, as before they existed)."""
@@ -215,16 +218,25 @@ class Throughput(keras.callbacks.Callback):
 
 
 class EvaluationCallback(keras.callbacks.Callback):
-    """Filtered validation every ``eval_every`` epochs, early stopping, best weights, checkpoint.
+    """Filtered validation every ``eval_every`` epochs (and every ``every_steps`` steps inside
+    one), early stopping, best weights, checkpoint.
 
     After each validation it adds ``val_mrr``, ``val_hits_at_{1,3,10}`` to the epoch logs
     (so TensorBoard, placed after it, records them), saves ``best.weights.npz`` when the
     monitored validation metric (Hits@10 by default, as the paper) improves, stops after
     ``patience`` validations without improvement, and writes the resumable ``checkpoint.npz``.
 
+    Why validations inside an epoch (``--eval-every-steps``): on a graph of millions of
+    entities an epoch takes hours and the best model can come within the first; validating
+    once an epoch misses it. Those validations rank ``triples`` (a fixed sample, with
+    ``--valid-sample``) so that they cost little; each one's seconds go in the log and the
+    history.
+
     ``on_epoch_done(epoch, logs)``, if given, sees every epoch that ran to its end (1-based,
     with the ``val_*`` logs when it was validated) before the checkpoint is written, so what
     it records in the loop state is saved with it (`jobi_tf.training.stalls.StallCheck.epoch_end`).
+    ``on_validated(step, metrics)``, if given, sees every validation with the run's global step
+    (TensorBoard's validation-by-step scalars).
     """
 
     def __init__(
@@ -238,44 +250,98 @@ class EvaluationCallback(keras.callbacks.Callback):
         write: bool = True,
         guard: StopGuard | None = None,
         on_epoch_done: Callable[[int, dict], Any] | None = None,
+        *,
+        triples=None,
+        every_steps: int = 0,
+        on_validated: Callable[[int, dict], Any] | None = None,
     ):
         super().__init__()
         self.on_epoch_done = on_epoch_done
+        self.on_validated = on_validated
         self.guard = guard  # an epoch it cut short is neither validated nor checkpointed
         self.write = write  # False on the workers of a cluster that are not the chief
         self.monitor = monitor
         self.evaluator = evaluator
+        self.triples = triples  # None: the whole validation set
         self.run_dir = run_dir
         self.eval_every = eval_every
+        self.every_steps = every_steps
         self.patience = patience
         self.state = state  # restored on resume
         self._clock = (time.monotonic(), state.train_seconds)
+        self._last = guard.step if guard is not None else 0
+        self._stopped_inside = False  # early stopping at a validation inside this epoch
 
     def elapsed(self) -> float:
         """Training seconds of this run, over every session that worked on it."""
         started, before = self._clock
         return before + time.monotonic() - started
 
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._last = self.guard.step if self.guard is not None else 0  # after the guard's own
+        self._stopped_inside = False
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        guard = self.guard
+        if not self.every_steps or guard is None:
+            return
+        crossed = guard.step // self.every_steps > self._last // self.every_steps  # N steps a call may jump one
+        if not crossed or guard.step >= guard.steps or guard.cut_short:
+            return  # not yet; or the epoch's end (its own validation) or a stop
+        self._last = guard.step
+        if any(isinstance(v, float) and not math.isfinite(v) for v in (logs or {}).values()):
+            return
+        self._validate(guard.epoch, guard.step, dict(logs or {}))
+        self._stopped_inside = bool(self.model.stop_training)
+        self.state.epoch, self.state.step = guard.epoch, guard.step
+        self.state.train_seconds = self.elapsed()
+        if self.write:
+            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state.to_dict())
+
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         logs = logs if logs is not None else {}
         done = epoch + 1
-        if self.guard is not None and self.guard.cut_short:
-            return
+        if self.guard is not None and self.guard.cut_short or self._stopped_inside:
+            return  # cut short, or stopped (and checkpointed) by a validation inside the epoch
         if done % self.eval_every:
             if self.on_epoch_done is not None:
                 self.on_epoch_done(done, logs)
             return
         if any(isinstance(v, float) and not math.isfinite(v) for v in logs.values()):
             return  # never checkpoint non-finite weights
-        metrics = self.evaluator.evaluate(self.model, "valid")
+        self._validate(epoch, None, logs)
+        if self.on_epoch_done is not None:
+            self.on_epoch_done(done, logs)
+        state = self.state
+        state.epoch, state.step = done, 0
+        state.train_seconds = self.elapsed()
+        if self.write:
+            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, state.to_dict())
+
+    def _validate(self, epoch: int, step: int | None, logs: dict) -> dict:
+        """Rank the validation triples; record (also in ``logs``), keep the best weights, stop
+        after ``patience``. ``step``: the step of epoch ``epoch`` (0-based) it follows, None at
+        the epoch's end."""
+        started = time.monotonic()
+        metrics = self.evaluator.evaluate(self.model, "valid", triples=self.triples)
+        seconds = time.monotonic() - started
         for k in (*RANK_METRICS, "type_inconsistent"):
-            logs["val_" + k.replace("@", "_at_")] = metrics[k]
+            logs["val_" + k.replace("@", "_at_")] = metrics[k]  # the epoch's logs: TensorBoard, history
+        done = epoch + 1
         summary = {k: metrics[k] for k in RANK_METRICS}
         state = self.state
-        state.history.append({"epoch": done, **summary, **{k: float(v) for k, v in logs.items()}})
-        logger.info("epoch %d validation: %s", done, json.dumps(summary))
+        where = {"epoch": done} if step is None else {"epoch": done, "step": step}
+        state.history.append(
+            {**where, **summary, "valid_seconds": seconds, **{k: float(v) for k, v in logs.items()}}
+        )
+        at = f"epoch {done}" if step is None else f"epoch {done}, step {step}"
+        logger.info("%s validation (%.1f s, %d queries): %s", at, seconds, metrics["count"], json.dumps(summary))
+        if self.on_validated is not None:
+            steps = self.guard.steps if self.guard is not None else 0
+            self.on_validated(epoch * steps + (steps if step is None else step), metrics)
         if metrics[self.monitor] > state.best:
             state.best, state.best_epoch, state.wait, state.best_valid = metrics[self.monitor], done, 0, metrics
+            state.best_step = step
             if self.write:
                 save_weights(RunFolder(self.run_dir).best_weights, self.model)
         else:
@@ -283,12 +349,7 @@ class EvaluationCallback(keras.callbacks.Callback):
             if state.stopped_early(self.patience):
                 logger.info("early stopping: no better validation %s for %d validations", self.monitor, self.patience)
                 self.model.stop_training = True
-        if self.on_epoch_done is not None:
-            self.on_epoch_done(done, logs)
-        state.epoch, state.step = done, 0
-        state.train_seconds = self.elapsed()
-        if self.write:
-            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, state.to_dict())
+        return metrics
 
 
 class EndAfterOneEpoch(keras.callbacks.Callback):

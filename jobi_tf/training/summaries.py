@@ -110,6 +110,15 @@ class RunSummaries(keras.callbacks.Callback):
                     tf.summary.scalar("best/epoch", self.state.best_epoch)
         self.writer.flush()
 
+    def validation_scalars(self, step: int, metrics: dict) -> None:
+        """Every validation's metrics at the run's global step (``valid_by_step/*``), so that
+        validations inside an epoch (``--eval-every-steps``) show as a curve of their own."""
+        with self.writer.as_default(step=step):
+            for m in METRICS[:4]:
+                if m in metrics:
+                    tf.summary.scalar(f"valid_by_step/{m}", metrics[m])
+        self.writer.flush()
+
     def on_train_end(self, logs: dict | None = None) -> None:
         if self._writer is not None:
             self._writer.flush()

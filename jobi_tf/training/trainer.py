@@ -29,7 +29,7 @@ from jobi_tf.data.vocab import Vocab
 from jobi_tf.datasets.loading import load_index
 from jobi_tf.distributed import ps_training
 from jobi_tf.distributed.strategy import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
-from jobi_tf.evaluation.ranking import FilteredEvaluator
+from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
@@ -207,17 +207,37 @@ def _callbacks(
     guard = StopGuard(steps, first=(state.epoch, state.step))
     stall = stalls.StallCheck.for_model(model, cfg, evaluator, steps, state)
     train = cfg.train
+    tensorboard = summaries.RunSummaries(RunFolder(run_dir).tensorboard, state) if chief else None
     validation = EvaluationCallback(
-        evaluator, run_dir, train.eval_every, train.patience, state, train.monitor, chief, guard, stall.epoch_end
+        _validation_evaluator(cfg, evaluator),
+        run_dir,
+        train.eval_every,
+        train.patience,
+        state,
+        train.monitor,
+        chief,
+        guard,
+        stall.epoch_end,
+        triples=validation_sample(evaluator.index.valid, cfg.eval.valid_sample),
+        every_steps=train.eval_every_steps,
+        on_validated=tensorboard.validation_scalars if tensorboard is not None and train.eval_every_steps else None,
     )
     callbacks = [guard, Throughput(cfg.sampler.batch_size), validation]
     if train.first_check_steps:
         callbacks.append(stalls.FirstCheck(train.first_check_steps, evaluator, stall, guard, announce))
     if train.checkpoint_steps:
         callbacks.append(PeriodicCheckpoint(train.checkpoint_steps, run_dir, state, guard, write=chief))
-    if chief:
-        callbacks.append(summaries.RunSummaries(RunFolder(run_dir).tensorboard, state))
+    if tensorboard is not None:
+        callbacks.append(tensorboard)
     return callbacks, guard, validation
+
+
+def _validation_evaluator(cfg: RunConfig, evaluator: FilteredEvaluator) -> FilteredEvaluator:
+    """The evaluator validation ranks with: ``evaluator`` itself, or with ``--valid-dtype``
+    bfloat16 one of its own (the test set is ranked by ``evaluator``, in float32)."""
+    if cfg.eval.valid_dtype == "float32":
+        return evaluator
+    return FilteredEvaluator(evaluator.index, cfg.eval, evaluator.relation_labels, dtype=cfg.eval.valid_dtype)
 
 
 def _build_or_restore(cfg, run_dir, index, strategy, growth):
@@ -276,10 +296,15 @@ def _raise_if_stopped(run_dir: Path, model, state: LoopState, guard: StopGuard, 
 
 
 def _resolve_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> RunConfig:
-    """``cfg`` with ``--matmul-dtype auto`` replaced by its choice (logged in one line)."""
+    """``cfg`` with ``--matmul-dtype auto`` and ``--valid-dtype auto`` replaced by their
+    choices (logged in one line each); validation's products run outside XLA."""
+    gpus = bool(tf.config.list_physical_devices("GPU"))
+    if cfg.eval.valid_dtype == "auto":
+        chosen = choose_matmul_dtype("auto", False, gpus, cpuinfo)
+        logger.info("--valid-dtype auto: %s", chosen)
+        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, valid_dtype=chosen))
     if cfg.train.matmul_dtype != "auto":
         return cfg
-    gpus = bool(tf.config.list_physical_devices("GPU"))
     chosen = choose_matmul_dtype(cfg.train.matmul_dtype, cfg.train.jit_compile, gpus, cpuinfo)
     logger.info("--matmul-dtype auto: %s", chosen)
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, matmul_dtype=chosen))
@@ -331,6 +356,7 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         "test": evaluator.evaluate(model, "test"),
         "epochs": state.epoch,
         "best_epoch": state.best_epoch,
+        **({"best_step": state.best_step} if state.best_step is not None else {}),
         "train_seconds": round(state.train_seconds, 1),
         "history": state.history,
         **({"warm_start": state.warm_start} if state.warm_start is not None else {}),
