@@ -1,0 +1,135 @@
+"""Filtered ranking's rate against the same core's 1-vs-all training products, one sitting.
+
+Why: at 1.85M entities one validation of 5,000 triples is 10,000 queries against every
+entity, about 7.4·10¹² FLOP of products; the ranking must run near the rate the core reaches
+in training (what ``jobi-tf advise`` times) for validation to be affordable several times an
+epoch. Each route ranks the same triples under the same weights:
+
+* ``two-pass``: the general count, which reads each target's score in a first pass;
+* ``one-pass``: float32, the target's score bounded beforehand (`jobi_tf.evaluation.block_ranking`);
+* ``bfloat16``: the one-pass count of bfloat16 products (``--valid-dtype bfloat16``).
+
+FLOPs are the products' ``2·Q·E·W`` (Q queries, E entities, W floats per row); the training rate
+is ``jobi_tf.training.advice.advise``'s (a kbc-fast step at ``--matmul-dtype auto``, timed in this
+process). The one-pass ranks must equal the two-pass ranks exactly; the bfloat16 route's MRR
+is given beside the float32 one. Weights: a run's ``best.weights.npz`` (``--run``) or, without
+one, a random table (the ranks then say nothing about a model; the rate is the same).
+
+Run:  python bench/ranking_speed.py --data-dir /work/data/replicated/K137 --dim 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import Usage, emit, peak_rss_gib, provenance, versions  # noqa: E402, I001
+
+import numpy as np  # noqa: E402
+
+from jobi_tf.config import DataConfig, EvalConfig  # noqa: E402
+from jobi_tf.datasets.loading import load_index  # noqa: E402
+from jobi_tf.evaluation import block_ranking  # noqa: E402
+from jobi_tf.evaluation.ranking import FilteredEvaluator, rank_metrics, validation_sample  # noqa: E402
+from jobi_tf.models import JoBiModel  # noqa: E402
+
+ROUTES = ("one-pass", "bfloat16", "two-pass")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", required=True, help="graph folder (train/valid/test.txt)")
+    parser.add_argument("--model", default="complex")
+    parser.add_argument("--dim", type=int, default=100)
+    parser.add_argument("--run", help="a run folder whose best.weights.npz to rank with (same graph and --dim)")
+    parser.add_argument("--triples", type=int, default=0, help="validation triples to rank (0: all)")
+    parser.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES)
+    parser.add_argument("--no-training-rate", action="store_true", help="skip timing the training step")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    _, _, index = load_index(DataConfig(data_dir=args.data_dir))
+    load_seconds = time.perf_counter() - started
+    model = JoBiModel(
+        num_entities=index.num_entities, num_relations=index.num_relations, model=args.model, dim=args.dim
+    )
+    if args.run:
+        from jobi_tf.training.checkpoints import load_weights
+
+        load_weights(Path(args.run) / "best.weights.npz", model)
+    triples = validation_sample(index.split("valid"), args.triples)
+    width = int(model.entity_embeddings.shape[1])
+    queries = 2 * len(triples)
+    flops = 2.0 * queries * index.num_entities * width
+
+    record: dict = {
+        "bench": "ranking_speed",
+        "metric": "ranking FLOP/s over the training products' (same core, one sitting)",
+        "graph": {"data_dir": args.data_dir, "entities": index.num_entities, "train": len(index.train)},
+        "queries": queries,
+        "width": width,
+        "ranking_flops": flops,
+        "load_seconds": round(load_seconds, 1),
+        "weights": args.run or "random",
+        "routes": {},
+    }
+    ranks = {}
+    usages = {}
+    for route in args.routes:
+        dtype = "bfloat16" if route == "bfloat16" else "float32"
+        evaluator = FilteredEvaluator(index, EvalConfig(), dtype=dtype)
+        original = block_ranking.OnePassCounter.__dict__["handles"]
+        if route == "two-pass":
+            block_ranking.OnePassCounter.handles = staticmethod(lambda scorer: False)
+        try:
+            evaluator.ranks(model, triples[:100])  # tracing and XLA compilation, untimed
+            with Usage() as usage:
+                ranks[route] = evaluator.ranks(model, triples)
+            usages[route] = usage
+        finally:
+            block_ranking.OnePassCounter.handles = original
+        metrics = rank_metrics(ranks[route].get("realistic"))
+        seconds = usage.wall
+        record["routes"][route] = {
+            "seconds": round(seconds, 1),
+            "flops_per_s": flops / seconds,
+            "mrr": metrics["mrr"],
+            "hits@10": metrics["hits@10"],
+            "cpu": usage.record(),
+        }
+        print(f"{route}: {seconds:.1f} s, {flops / seconds:.3g} FLOP/s, MRR {metrics['mrr']:.4f}", file=sys.stderr)
+    if "one-pass" in ranks and "two-pass" in ranks:
+        a, b = ranks["one-pass"], ranks["two-pass"]
+        record["one_pass_equals_two_pass"] = bool(
+            np.array_equal(a.optimistic, b.optimistic)
+            and np.array_equal(a.pessimistic, b.pessimistic)
+            and np.array_equal(a.top1, b.top1)
+        )
+    if "one-pass" in ranks and "bfloat16" in ranks:
+        diff = ranks["bfloat16"].get("realistic") - ranks["one-pass"].get("realistic")
+        record["bfloat16_vs_float32"] = {
+            "mrr_difference": record["routes"]["bfloat16"]["mrr"] - record["routes"]["one-pass"]["mrr"],
+            "queries_with_another_rank": int(np.sum(diff != 0)),
+            "median_abs_rank_change_where_changed": float(np.median(np.abs(diff[diff != 0]))) if np.any(diff) else 0.0,
+        }
+    if not args.no_training_rate:
+        from jobi_tf.training.advice import advise
+
+        advice = advise(index, 1.0)
+        record["training"] = {
+            "flops_per_s": advice.effective_rate,
+            "seconds_per_step": advice.probe.seconds_per_step,
+            "matmul_dtype": advice.matmul_dtype,
+            "what": "jobi-tf advise's kbc-fast step (rank 200, batch 500, --matmul-dtype auto), timed here",
+        }
+        for route, entry in record["routes"].items():
+            entry["share_of_training_rate"] = entry["flops_per_s"] / advice.effective_rate
+    record.update(peak_rss_gib=round(peak_rss_gib(), 2), **provenance(__file__), versions=versions())
+    emit(record)
+
+
+if __name__ == "__main__":
+    main()
