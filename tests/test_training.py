@@ -183,3 +183,41 @@ def test_throughput_is_the_epoch_mean_and_the_median_window(monkeypatch):
     callback.on_epoch_end(0, logs)
     assert logs["positives_per_second"] == pytest.approx(1000 / 20.0)
     assert logs["positives_per_second_median"] == pytest.approx(100.0)
+
+
+def test_validation_inside_epochs_ranks_the_sample_and_stops_early_there(tmp_path, monkeypatch):
+    """``--eval-every-steps 2 --valid-sample 10``: validations every 2 steps rank the 10 fixed
+    triples (20 queries), record their step and seconds, and early stopping acts on them: the
+    run stops inside an epoch, keeps the best step's weights, and a rerun returns its metrics."""
+    from jobi_tf.evaluation.ranking import FilteredEvaluator
+
+    scripted = iter([0.5, 0.6, 0.4, 0.3])  # best at the 2nd validation, patience 2: stop at the 4th
+    seen = []
+    real = FilteredEvaluator.evaluate
+
+    def evaluate(self, model, split="test", **kw):
+        metrics = real(self, model, split, **kw)
+        if split == "valid":
+            seen.append(metrics["count"])
+            metrics = {**metrics, "mrr": next(scripted)}
+        return metrics
+
+    monkeypatch.setattr(FilteredEvaluator, "evaluate", evaluate)
+    cfg = _cfg(epochs=5, eval_every_steps=4)
+    cfg = dataclasses.replace(
+        cfg,
+        sampler=dataclasses.replace(cfg.sampler, batch_size=20),  # 10 steps an epoch
+        train=dataclasses.replace(cfg.train, patience=2),
+        eval=dataclasses.replace(cfg.eval, valid_sample=10),
+    )
+    result = train(cfg, tmp_path / "run", verbose=0).metrics
+    history = result["history"]
+    assert seen == [20, 20, 20, 20]
+    assert [(h["epoch"], h.get("step")) for h in history] == [(1, 4), (1, 8), (1, None), (2, 4)]
+    assert all(h["valid_seconds"] > 0 for h in history)
+    assert (result["best_epoch"], result["best_step"]) == (1, 8)
+    assert result["test"]["count"] == 2 * len(load_data(cfg)[2].split("test"))  # the test set stays whole
+    with np.load(tmp_path / "run" / "checkpoint.npz") as data:
+        state = json.loads(data["__state__"].tobytes().decode("utf-8"))
+    assert (state["epoch"], state["step"]) == (1, 4)  # written by the validation that stopped the run
+    assert train(cfg, tmp_path / "run", verbose=0).metrics == result
