@@ -647,3 +647,101 @@ def test_the_api_and_the_cli_get_the_recommended_recipe():
     assert cli.sampler == api.sampler == SamplerConfig(p=0.3, shared_negatives=1000, biased_chunk=10)
     assert (cli.train.eval_every, cli.train.patience, cli.train.monitor) == (1, 10, "mrr")
     assert cli.train == api.train and cli.model == api.model
+
+
+# -- negatives by degree, biased draws by frequency, the log-Q correction ------------------
+
+
+def _chi2_ok(counts: np.ndarray, expected: np.ndarray) -> bool:
+    chi2 = np.sum((counts - expected) ** 2 / expected)
+    dof = len(counts) - 1
+    return chi2 < dof + 5 * np.sqrt(2 * dof)
+
+
+@pytest.mark.parametrize("distribution", ["degree", "mix"])
+def test_unbiased_negatives_follow_the_degree_distribution(small_typed_index, distribution):
+    """``--negative-distribution degree``: each entity in proportion to its training triple
+    ends; ``mix``: half uniform, half by degree (NumPy's counts of the ends as reference)."""
+    index = small_typed_index
+    cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=400, p=0.0, negative_distribution=distribution)
+    sampler = NegativeSampler(index, cfg, seed=4, pair_labels=False)
+    drawn = np.concatenate(
+        [_np(sampler(tf.constant(_batch(index, 64, s)), tf.constant(s, tf.int64)))["candidates"].ravel() for s in range(4)]
+    )
+    degree = np.bincount(index.train[:, [0, 2]].ravel(), minlength=index.num_entities).astype(np.float64)
+    share = degree / degree.sum()
+    if distribution == "mix":
+        share = 0.5 / index.num_entities + 0.5 * share
+    seen = share > 0
+    assert set(np.unique(drawn)) <= set(np.flatnonzero(seen))
+    counts = np.bincount(drawn, minlength=index.num_entities)[seen].astype(np.float64)
+    assert _chi2_ok(counts, len(drawn) * share[seen])
+
+
+def test_biased_draws_by_frequency_follow_the_slot_counts(small_typed_index):
+    """``--biased-draw frequency``: a biased tail of relation r is each entity in proportion
+    to the training triples (·, r, e)."""
+    index = small_typed_index
+    rel = 3
+    rows = index.train[index.train[:, 1] == rel]
+    triples = rows[np.arange(64) % len(rows)]
+    cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=400, p=1.0, biased_draw="frequency")
+    x = _np(NegativeSampler(index, cfg, provenance=True, seed=9)(tf.constant(triples), tf.constant(1, tf.int64)))
+    for side, column in ((True, 2), (False, 0)):
+        drawn = x["candidates"][x["corrupt_tail"] == side]
+        entities, slot_counts = np.unique(rows[:, column], return_counts=True)
+        assert set(drawn.tolist()) == set(entities.tolist())
+        counts = np.array([np.sum(drawn == e) for e in entities], np.float64)
+        assert _chi2_ok(counts, len(drawn) * slot_counts / slot_counts.sum())
+
+
+@pytest.mark.parametrize("distribution", ["degree", "mix"])
+def test_log_q_is_each_shared_negatives_draw_probability_over_a_uniform_draws(small_typed_index, distribution):
+    index = small_typed_index
+    cfg = SamplerConfig(
+        batch_size=40, neg=10, p=0.3, shared_negatives=20, negative_distribution=distribution, logq_correction=True
+    ).resolved()
+    x = _np(NegativeSampler(index, cfg, seed=2, pair_labels=False)(tf.constant(_batch(index, 40)), tf.constant(5, tf.int64)))
+    degree = np.bincount(index.train[:, [0, 2]].ravel(), minlength=index.num_entities)
+    ratio = degree * index.num_entities / degree.sum()
+    ratio = 0.5 + 0.5 * ratio if distribution == "mix" else ratio
+    k_b = 3
+    shared = np.repeat(x["shared_candidates"], 20, axis=0)
+    np.testing.assert_allclose(x["negative_log_q"][:, k_b:], np.log(ratio[shared]), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(x["negative_log_q"][:, :k_b], 0.0)
+
+
+def test_the_sampled_softmax_subtracts_log_q_from_the_negatives_logits():
+    """The corrected loss against NumPy: ``logsumexp(s - [0, log_q]) - s_0`` per positive."""
+    from jobi_tf.losses.sampled_softmax import SampledSoftmax
+
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(5, 2, 7)).astype(np.float32)  # [B, heads, 1 + K]
+    log_q = rng.normal(size=(5, 6)).astype(np.float32)
+
+    class Batch:
+        features = {"valid_negative": tf.ones([5, 6], tf.bool), "negative_log_q": tf.constant(log_q)}
+
+        def sampled(self):
+            return tf.constant(scores)
+
+    objective = SampledSoftmax()
+    logits = objective.logits(Batch())[objective.name].numpy()
+    corrected = scores[:, 0] - np.pad(log_q, [[0, 0], [1, 0]])
+    np.testing.assert_allclose(logits, corrected, rtol=1e-6)
+    loss = objective.loss({"triples": tf.zeros([5, 3], tf.int32)}, {objective.name: tf.constant(logits)}).numpy()
+    want = np.mean(np.log(np.sum(np.exp(corrected), axis=1)) - corrected[:, 0])
+    np.testing.assert_allclose(loss, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "settings, flag",
+    [
+        ({"logq_correction": True}, "logq-correction"),
+        ({"negative_distribution": "popular"}, "negative-distribution"),
+        ({"biased_draw": "by-count"}, "biased-draw"),
+    ],
+)
+def test_the_draw_settings_are_checked_naming_the_flag(settings, flag):
+    with pytest.raises(ConfigError, match=flag):
+        SamplerConfig(**settings)

@@ -49,10 +49,15 @@ def check(cfg: RunConfig) -> None:
     if regime.samples_negatives:
         _check_reciprocal_sides(cfg)
         _check_pair_every(cfg)
+        if cfg.sampler.logq_correction and cfg.train.loss != "sampled-softmax":
+            raise ConfigError("logq_correction", "needs --loss sampled-softmax (a correction of a softmax's logits)")
     else:
         for name in ("shared_negatives", "biased_chunk"):  # None: chosen as 0 (`SamplerConfig.resolved`)
             if getattr(cfg.sampler, name):
                 raise ConfigError(name, f"has no meaning with --loss {cfg.train.loss}")
+        for name, default in (("negative_distribution", "uniform"), ("biased_draw", "distinct")):
+            if getattr(cfg.sampler, name) != default:
+                raise ConfigError(name, f"has no meaning with --loss {cfg.train.loss} (it draws no negatives)")
     if regime.epoch_of != "triples" and cfg.train.init_from is not None:
         epochs = f"its epochs are {regime.epoch_of}, not triples"
         raise ConfigError("init_from", f"is not supported with --loss {cfg.train.loss} ({epochs})")

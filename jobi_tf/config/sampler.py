@@ -12,6 +12,10 @@ __all__ = ["SamplerConfig", "AUTO_BIASED_CHUNK"]
 
 #: ``--biased-chunk``'s default where it applies: the recommended recipe's (README's first row).
 AUTO_BIASED_CHUNK = 10
+#: ``--negative-distribution``: how a negative that is not biased picks its entity.
+NEGATIVE_DISTRIBUTIONS = ("uniform", "degree", "mix")
+#: ``--biased-draw``: how a biased negative picks among its slot's entities.
+BIASED_DRAWS = ("distinct", "frequency")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -51,6 +55,14 @@ class SamplerConfig:
             None (the default) is chosen when the run starts (`resolved`): `AUTO_BIASED_CHUNK`
             where it can be (biased negatives, shared negatives, a chunk it divides, a
             ``pair_every`` that divides it), else 0.
+        negative_distribution: ``uniform`` (the paper's), ``degree`` (each entity in proportion
+            to its training triple ends) or ``mix`` (half of each) for the negatives that are not
+            biased. Why: on a graph of millions of entities a uniform draw almost never picks one
+            of its few hub entities, so the model never ranks hubs against each other in a slot.
+        biased_draw: ``distinct`` (the paper's: uniform over the slot's distinct entities) or
+            ``frequency`` (in proportion to how often each fills the slot).
+        logq_correction: subtract ``log(Q(e)·E)`` (the draw's probability over a uniform one's)
+            from the logit of each negative drawn by ``negative_distribution``.
     """
 
     batch_size: int = setting(1000, "Positive triples per step.")
@@ -82,9 +94,34 @@ class SamplerConfig:
         type=int,
         shown_default="auto",
     )
+    negative_distribution: str = setting(
+        "uniform",
+        "How the negatives that are not biased pick their entity: uniform over all entities; degree: in "
+        "proportion to the entity's training triples (popular entities become negatives, as PyTorch-BigGraph's "
+        "batch negatives do); mix: half and half.",
+        choices=NEGATIVE_DISTRIBUTIONS,
+    )
+    biased_draw: str = setting(
+        "distinct",
+        "With --p > 0: a biased negative is drawn uniformly from the distinct entities seen in the slot (the "
+        "paper's rule), or by frequency: in proportion to how often each fills the slot in training.",
+        choices=BIASED_DRAWS,
+    )
+    logq_correction: bool = setting(
+        False,
+        "With --negative-distribution degree or mix and a softmax loss: subtract from each such negative's logit "
+        "the log of its draw probability over a uniform draw's (the sampled softmax's correction), so that "
+        "popular entities are not learned down for being drawn often.",
+    )
 
     def __post_init__(self) -> None:
         _positive_int("batch_size", self.batch_size)
+        _choice("negative_distribution", self.negative_distribution, NEGATIVE_DISTRIBUTIONS)
+        _choice("biased_draw", self.biased_draw, BIASED_DRAWS)
+        if self.logq_correction and self.negative_distribution == "uniform":
+            raise ConfigError(
+                "logq_correction", "needs --negative-distribution degree or mix (uniform draws need no correction)"
+            )
         _choice("corrupt_side", self.corrupt_side, CORRUPT_SIDES)
         _positive_int("neg", self.neg)
         _probability("p", self.p)

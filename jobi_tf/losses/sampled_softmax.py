@@ -15,7 +15,9 @@ class SampledSoftmax(Objective):
     """Negative log-likelihood of the positive in a softmax over it and its sampled negatives.
 
     ``L = logsumexp(logits) - logits[0]`` per positive, batch-averaged; a candidate equal to
-    the positive (``valid_negative`` False) is masked out of the softmax.
+    the positive (``valid_negative`` False) is masked out of the softmax. With
+    ``--logq-correction`` the batches carry ``negative_log_q``, subtracted from the candidates'
+    logits (the sampled softmax's correction for negatives drawn by degree).
     """
 
     regime = SAMPLED
@@ -27,7 +29,11 @@ class SampledSoftmax(Objective):
 
     def logits(self, batch: ScoredBatch) -> dict[str, tf.Tensor]:
         valid = tf.pad(batch.features["valid_negative"], [[0, 0], [1, 0]], constant_values=True)
-        return {self.name: tf.where(valid, batch.sampled()[:, self.head], MASKED_LOGIT)}
+        logits = batch.sampled()[:, self.head]
+        log_q = batch.features.get("negative_log_q")
+        if log_q is not None:
+            logits -= tf.pad(log_q, [[0, 0], [1, 0]])  # the positive's column stays
+        return {self.name: tf.where(valid, logits, MASKED_LOGIT)}
 
     def loss(self, features, logits):
         return self._loss(tf.zeros_like(features["triples"][:, 0]), logits[self.name])

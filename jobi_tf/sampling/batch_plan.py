@@ -102,6 +102,11 @@ class BatchPlan:
         return bool({F.PAIR_LABELS, F.PAIR_LABELS_TAIL, F.QUERY_PAIR_LABELS} & set(self.features()))
 
     @property
+    def logq_correction(self) -> bool:
+        """Whether the batches carry each candidate's ``negative_log_q`` (``--logq-correction``)."""
+        return self.regime == SAMPLED and self.sampler.logq_correction
+
+    @property
     def per_positive_side(self) -> bool:
         return self.sampler.corrupt_side == "per-positive"
 
@@ -153,6 +158,7 @@ class BatchPlan:
             own = [F.CHUNK_CANDIDATES, F.CHUNK_CORRUPT_TAIL] if self.biased_chunk else [F.CANDIDATES, F.CORRUPT_TAIL]
             out = [F.SHARED_CANDIDATES, F.SHARED_CORRUPT_TAIL, *own, F.VALID_NEGATIVE]
         out += [F.PAIR_LABELS] if self.pair_labels else []
+        out += [F.NEGATIVE_LOG_Q] if self.logq_correction else []
         return out + ([F.POSITIVE_CORRUPT_TAIL] if self.per_positive_side else [])
 
     def _every_entity(self) -> list[F.Feature]:

@@ -38,6 +38,7 @@ __all__ = [
     "CHUNK_CORRUPT_TAIL",
     "PAIR_LABELS_TAIL",
     "PAIR_LABELS_HEAD",
+    "NEGATIVE_LOG_Q",
     "QUERY_IS_TAIL",
     "ANSWER_LABELS",
     "QUERY_PAIR_LABELS",
@@ -122,6 +123,14 @@ CHUNK_CANDIDATES = Feature(
 CHUNK_CORRUPT_TAIL = Feature(
     "chunk_corrupt_tail", "bool", ("B", "K_b"), POSITIVE, _SAMPLER, "the side each shared biased negative replaces"
 )
+NEGATIVE_LOG_Q = Feature(
+    "negative_log_q",
+    "float32",
+    ("B", "K"),
+    POSITIVE,
+    _SAMPLER,
+    "log of each candidate's draw probability over a uniform draw's (0 for biased ones): --logq-correction",
+)
 PAIR_LABELS_TAIL = Feature(
     "pair_labels_tail", "float32", ("B", "E"), POSITIVE, _SLOTS, "1 where an entity was seen as the relation's tail"
 )
@@ -149,6 +158,7 @@ FEATURES: dict[str, Feature] = {
         SHARED_CORRUPT_TAIL,
         CHUNK_CANDIDATES,
         CHUNK_CORRUPT_TAIL,
+        NEGATIVE_LOG_Q,
         PAIR_LABELS_TAIL,
         PAIR_LABELS_HEAD,
         QUERY_IS_TAIL,

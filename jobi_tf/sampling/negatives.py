@@ -19,13 +19,20 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import SamplerConfig
-from jobi_tf.data.index import KGIndex
+from jobi_tf.data.index import CSR, KGIndex
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL
 from jobi_tf.sampling import features as F
 from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.slot_membership import DENSE_MEMBERSHIP_BYTES, SlotMembership
 
-__all__ = ["NegativeSampler", "SlotMembership", "DENSE_SLOT_TABLE_BYTES", "DENSE_MEMBERSHIP_BYTES"]
+__all__ = [
+    "NegativeSampler",
+    "SlotMembership",
+    "DENSE_SLOT_TABLE_BYTES",
+    "DENSE_MEMBERSHIP_BYTES",
+    "slot_pools",
+    "draw_tables",
+]
 
 #: Largest ``relations x entities`` table of training slots (one byte each) kept for
 #: 1-vs-all pair labels: FB15k-237 needs 3.4 MB a side; an FB1.9M-size graph would need 6 GB.
@@ -68,13 +75,14 @@ class NegativeSampler:
         self.cfg = cfg.sampler
         self.seed = int(seed)
         self.num_entities = index.num_entities
-        tails, heads = index.train_tails, index.train_heads
+        tails, heads = slot_pools(index, self.cfg.biased_draw)
         # One flat pool: tails first, then heads, so a single gather serves both sides.
         self._pool_values = tf.constant(np.concatenate([tails.values, heads.values]), tf.int32)
         self._tail_start = tf.constant(tails.offsets[:-1], tf.int64)
         self._head_start = tf.constant(heads.offsets[:-1] + len(tails.values), tf.int64)
         self._tail_count = tf.constant(tails.sizes(), tf.int64)
         self._head_count = tf.constant(heads.sizes(), tf.int64)
+        self._ends, self._log_q = draw_tables(index, self.cfg)
         # Only a sampler that returns pair labels looks slots up (large graphs: a few hundred MB).
         self._slots = SlotMembership(index) if cfg.looks_up_slots else None
         self._index = index  # for the slot tables of 1-vs-all pair labels, built on first use
@@ -108,7 +116,7 @@ class NegativeSampler:
         else:
             corrupt_tail = tf.broadcast_to(side, shape)
         biased = tf.random.stateless_uniform(shape, s[1]) < p
-        uniform = tf.random.stateless_uniform(shape, s[2], minval=0, maxval=self.num_entities, dtype=tf.int32)
+        uniform = self._unbiased(shape, s[2])
         rel = tf.broadcast_to(relations, shape)
         start = tf.where(corrupt_tail, tf.gather(self._tail_start, rel), tf.gather(self._head_start, rel))
         count = tf.where(corrupt_tail, tf.gather(self._tail_count, rel), tf.gather(self._head_count, rel))
@@ -117,6 +125,20 @@ class NegativeSampler:
         from_pool = tf.gather(self._pool_values, start + offset)
         biased = biased & (count > 0)
         return {F.CANDIDATES: tf.where(biased, from_pool, uniform), F.CORRUPT_TAIL: corrupt_tail, F.BIASED: biased}
+
+    def _unbiased(self, shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+        """Entities of the negatives that are not biased, by ``--negative-distribution``: uniform,
+        or a uniform pick among the training triples' ends (each entity in proportion to its
+        degree), or a coin between the two per negative (``mix``)."""
+        uniform = tf.random.stateless_uniform(shape, seed, minval=0, maxval=self.num_entities, dtype=tf.int32)
+        if self._ends is None:
+            return uniform
+        s_end, s_coin = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
+        end = tf.random.stateless_uniform(shape, s_end, minval=0, maxval=tf.size(self._ends, tf.int64), dtype=tf.int64)
+        by_degree = tf.gather(self._ends, end)
+        if self.cfg.negative_distribution == "degree":
+            return by_degree
+        return tf.where(tf.random.stateless_uniform(shape, s_coin) < 0.5, uniform, by_degree)
 
     def dense_pair_labels(self, triples: tf.Tensor) -> dict[str, tf.Tensor]:
         """Pair labels of every entity as tail and as head, for full-softmax training.
@@ -185,6 +207,8 @@ class NegativeSampler:
             out.pop(F.BIASED)
         label_side = own[F.CORRUPT_TAIL] if side is None else side  # [B, 1] when per positive
         out[F.VALID_NEGATIVE] = self._differs(triples, own[F.CANDIDATES], label_side)
+        if plan.logq_correction:
+            out[F.NEGATIVE_LOG_Q] = tf.where(own[F.BIASED], 0.0, tf.gather(self._log_q, own[F.CANDIDATES]))
         if plan.pair_labels:
             n = plan.pair_every
             out[F.PAIR_LABELS] = self.pair_labels(rel[::n], own[F.CANDIDATES][::n], label_side[::n])
@@ -225,6 +249,9 @@ class NegativeSampler:
         # One side per positive: its [B, 1] serves every candidate; else one per candidate.
         label_side = side if side is not None else tf.concat([own_tail, shared_tail], axis=1)
         out[F.VALID_NEGATIVE] = self._differs(triples, cand, label_side)
+        if plan.logq_correction:  # the K_b biased candidates are left as they are
+            shared_log_q = tf.repeat(tf.gather(self._log_q, shared[F.CANDIDATES]), c, axis=0)
+            out[F.NEGATIVE_LOG_Q] = tf.concat([tf.zeros(tf.shape(own_cand)), shared_log_q], axis=1)
         if plan.pair_labels:
             out[F.PAIR_LABELS] = self._shared_pair_labels(rel, side, own_cand, own_tail, out, shared_tail)
         if side is not None:  # (sorted with the batch, with --biased-chunk)
@@ -281,3 +308,40 @@ class NegativeSampler:
         """False where the replacement equals the entity it replaces (the negative is the positive)."""
         replaced = tf.where(corrupt_tail, triples[:, TAIL][:, None], triples[:, HEAD][:, None])
         return tf.not_equal(candidates, replaced)
+
+
+def slot_pools(index: KGIndex, draw: str = "distinct") -> tuple[CSR, CSR]:
+    """The pools biased negatives are drawn from, tails then heads, keyed by relation:
+    each slot's distinct entities (``distinct``, the paper's), or every training triple's
+    entity in that slot, repeats kept (``frequency``: a uniform pick is then in proportion
+    to how often the entity fills the slot)."""
+    if draw == "distinct":
+        return index.train_tails, index.train_heads
+    train = index.train
+    pools = []
+    for side in (TAIL, HEAD):
+        order = np.lexsort((train[:, side], train[:, RELATION]))
+        counts = np.bincount(train[:, RELATION], minlength=index.num_relations)
+        offsets = np.zeros(index.num_relations + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        keys = np.arange(index.num_relations, dtype=np.int64)
+        pools.append(CSR(keys, offsets, train[order, side].astype(np.int32)))
+    return pools[0], pools[1]
+
+
+def draw_tables(index: KGIndex, cfg: SamplerConfig) -> tuple[tf.Tensor | None, tf.Tensor | None]:
+    """``(ends, log_q)`` for ``--negative-distribution``: every training triple's head and
+    tail (a uniform pick is a pick by degree; None for uniform draws), and with
+    ``--logq-correction`` each entity's ``log(Q(e)·E)``, float32 ``(E,)``: the log of its draw
+    probability over a uniform draw's (entities never drawn get the value of a rare one)."""
+    if cfg.negative_distribution == "uniform":
+        return None, None
+    train = index.train
+    ends = np.concatenate([train[:, HEAD], train[:, TAIL]]).astype(np.int32)
+    log_q = None
+    if cfg.logq_correction:
+        ratio = np.bincount(ends, minlength=index.num_entities) * (index.num_entities / len(ends))
+        if cfg.negative_distribution == "mix":
+            ratio = 0.5 + 0.5 * ratio
+        log_q = tf.constant(np.log(np.maximum(ratio, 1.0 / len(ends))).astype(np.float32))
+    return tf.constant(ends), log_q

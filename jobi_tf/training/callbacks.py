@@ -293,9 +293,9 @@ class EvaluationCallback(keras.callbacks.Callback):
             return
         self._validate(guard.epoch, guard.step, dict(logs or {}))
         self._stopped_inside = bool(self.model.stop_training)
-        self.state.epoch, self.state.step = guard.epoch, guard.step
-        self.state.train_seconds = self.elapsed()
-        if self.write:
+        if self._stopped_inside and self.write:  # else --checkpoint-steps' to write: a large graph's
+            self.state.epoch, self.state.step = guard.epoch, guard.step  # checkpoint is gigabytes
+            self.state.train_seconds = self.elapsed()
             save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state.to_dict())
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
