@@ -235,7 +235,10 @@ class OnePassCounter:
         return type(scorer).score_candidates is Scorer.score_candidates
 
     def product_table(self, table):
-        return table if self.dtype == "float32" else tf.cast(table, tf.bfloat16)
+        if self.dtype == "float32":
+            return table
+        dense = table if isinstance(table, (tf.Variable, tf.Tensor, np.ndarray)) else table[0 : table.shape[0]]
+        return tf.cast(dense, tf.bfloat16)
 
     def count(self, q, table, products, filtered, targets, blocks) -> BlockCounts | None:
         """The counts of one batch, or None where a target's exact score left its bound."""
@@ -306,7 +309,7 @@ class OnePassCounter:
         bfloat16: the float64 product of the rounded rows, rounded to bfloat16 (``value``),
         and the two points halfway to its neighbours, which no bfloat16 score can equal.
         """
-        rows = tf.gather(table, targets)
+        rows = table.gather(targets) if hasattr(table, "gather") else tf.gather(table, targets)  # a sharded table
         if self.dtype == "bfloat16":
             q, rows = (tf.cast(tf.cast(x, tf.bfloat16), tf.float32) for x in (q, rows))
         terms = q.numpy().astype(np.float64) * rows.numpy().astype(np.float64)
