@@ -477,7 +477,15 @@ def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch):
     model.triple_relations.assign(rng.normal(size=model.triple_relations.shape).astype(np.float32))
     valid = index.split("valid")[:3000]
     cfg = EvalConfig(chunk_size=5000)  # several blocks, tiles of unequal widths
+    from jobi_tf.evaluation import block_ranking
+
+    one_pass_count, outcomes = block_ranking.OnePassCounter.count, []
+    monkeypatch.setattr(
+        block_ranking.OnePassCounter, "count", lambda self, *a: outcomes.append(one_pass_count(self, *a)) or outcomes[-1]
+    )
     one = FilteredEvaluator(index, cfg).ranks(model, valid)
+    assert outcomes and all(o is not None for o in outcomes)  # counted in one pass, no batch again
+    monkeypatch.undo()
     _two_pass_only(monkeypatch)
     two = FilteredEvaluator(index, cfg).ranks(model, valid)
     assert np.sum(two.pessimistic > two.optimistic) > 100, "the fixture must produce ties"
@@ -485,27 +493,32 @@ def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch):
         np.testing.assert_array_equal(getattr(one, field), getattr(two, field), err_msg=field)
 
 
-def test_a_bound_that_does_not_hold_falls_back_to_two_passes(monkeypatch):
-    """A target score outside its rounding bound (forced here) is counted by the two-pass route."""
+def test_a_target_score_that_differs_in_its_tile_falls_back_to_two_passes(monkeypatch):
+    """A target score given beforehand that its tile does not reproduce (forced here) sends
+    the batch to the two-pass route, whose ranks are the brute force's."""
     from jobi_tf.evaluation import block_ranking
 
     splits, index = _random_kg(2)
     ent, rel = _random_weights("complex", 3)
     expected = _brute_force_ranks(_all_scores("complex", ent, rel), splits, splits["test"])
     _assert_well_separated(_all_scores("complex", ent, rel), splits["test"])
-    original = block_ranking.OnePassCounter._bounds
-    calls = []
+    original = block_ranking.OnePassCounter._target_scores
+    outcomes = []
 
-    def shifted(self, q, table, targets):
-        lo, hi, value = original(self, q, table, targets)
-        calls.append(len(targets))
-        return lo + 1e3, hi + 1e3, value  # no exact score lies there
+    def nudged(self, *args):
+        return np.nextafter(original(self, *args), np.float32(np.inf))
 
-    monkeypatch.setattr(block_ranking.OnePassCounter, "_bounds", shifted)
+    def count(self, *args):
+        outcomes.append(one_pass_count(self, *args))
+        return outcomes[-1]
+
+    one_pass_count = block_ranking.OnePassCounter.count
+    monkeypatch.setattr(block_ranking.OnePassCounter, "_target_scores", nudged)
+    monkeypatch.setattr(block_ranking.OnePassCounter, "count", count)
     got = FilteredEvaluator(index, EvalConfig(eval_batch_size=7, chunk_size=9)).ranks(
         _model("complex", ent, rel), splits["test"]
     )
-    assert calls
+    assert outcomes and all(o is None for o in outcomes)
     _assert_ranks_equal(got, expected)
 
 

@@ -12,22 +12,22 @@ The true entity's score must come out of the same matmul as its rivals' (a dot p
 summed in another order rounds differently and breaks exact ties). Two ways to get it:
 
 * **One pass** (`OnePassCounter`, for scorers whose score is a plain dot product, without
-  type-aware candidates or a slot prior): the target's score is known *before* its block
-  only up to a rounding bound δ, computed in float64 from the same rows. Each tile counts the
-  candidates above ``est + δ`` with one fused reduction and flags the few inside
-  ``[est - δ, est + δ]``; those, and the exact score read from the target's own tile, settle
-  the count at the end. Exact: a query whose exact score falls outside its bound (never seen)
-  is counted again by the two-pass route. Tiles are small (`TILE` entities) so that the score
-  matrix stays in cache while it is reduced: at 1.85M entities the reductions, not the
+  type-aware candidates or a slot prior): the targets' scores come first, from one product of
+  the same shape as every tile's, the targets' rows in its columns. A matrix product of one
+  shape sums each entry in one order, so each score is bit for bit the one its own tile
+  gives; that is checked in the tile, and a batch where it is not so is counted again by the
+  two-pass route (never seen on the CPUs measured). Each tile is then counted against points
+  halfway between the target's score and its float32 neighbours, which no score can equal,
+  in one fused reduction. Tiles are small (`TILE` entities, the last one padded) so that the
+  score matrix stays in cache while it is reduced: at 1.85M entities the reductions, not the
   products, had bounded the rate.
 * **Two passes** (every other case): a first pass reads the target's score from its block,
   the second counts; each product is computed twice.
 
-``dtype="bfloat16"`` (``--rank-dtype``) computes the products from bfloat16-rounded rows and
+``dtype="bfloat16"`` (``--valid-dtype``) computes the products from bfloat16-rounded rows and
 queries, as the hardware's bfloat16 dot products do; the scores come back as bfloat16, so each
-rank is that of the bfloat16 scores (ties counted as such), the target's taken as its
-float64 product rounded to bfloat16. An approximation for validating often on a large graph;
-the test set is ranked in float32.
+rank is exactly that of the bfloat16 scores (ties counted as such). An approximation of the
+float32 ranks for validating often on a large graph; the test set is ranked in float32.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class OnePassCounter:
     """The one-pass count of a dot-product scorer (see the module's docstring).
 
     Args:
-        dtype: ``float32`` (exact) or ``bfloat16`` (the products of bfloat16-rounded rows).
+        dtype: ``float32`` or ``bfloat16`` (the products of bfloat16-rounded rows).
     """
 
     def __init__(self, dtype: str = "float32") -> None:
@@ -227,7 +227,7 @@ class OnePassCounter:
             raise ValueError(f"rank dtype must be float32 or bfloat16, not {dtype!r}")
         self.dtype = dtype
         self._tile = tf.function(_tile_counts, reduce_retracing=True)
-        self._band = tf.function(_tile_band, reduce_retracing=True)
+        self._product = tf.function(_product, reduce_retracing=True)
 
     @staticmethod
     def handles(scorer) -> bool:
@@ -241,87 +241,69 @@ class OnePassCounter:
         return tf.cast(dense, tf.bfloat16)
 
     def count(self, q, table, products, filtered, targets, blocks) -> BlockCounts | None:
-        """The counts of one batch, or None where a target's exact score left its bound."""
+        """The counts of one batch, or None where a target's score came out otherwise in its
+        own tile than in the product that gave it beforehand (the caller then counts again)."""
         q = tf.convert_to_tensor(q, tf.float32)
-        targets = np.asarray(targets, np.int64)
-        lo_bound, hi_bound, target_value = self._bounds(q, table, targets)
         qp = tf.cast(q, tf.bfloat16) if self.dtype == "bfloat16" else q
+        targets = np.asarray(targets, np.int64)
+        tiles = _tiles(blocks)
+        width = max(hi - lo for lo, hi in tiles)
+        value = self._target_scores(qp, products, targets, width)
+        x_hi, x_lo = (tf.constant(_halfway(value, side)) for side in (np.inf, -np.inf))
         rows, cols = (np.asarray(a, np.int64) for a in filtered)
         order = np.argsort(cols, kind="stable")
         rows, cols = rows[order], cols[order]
         size = len(targets)
         greater = np.zeros(size, np.float64)
-        equal = np.zeros(size, np.float64)
+        at_least = np.zeros(size, np.float64)
         best = np.full(size, -np.inf, np.float32)
         rival = np.zeros(size, np.int64)
-        exact = np.full(size, np.nan, np.float32)
-        band_rows, band_values = [], []
-        x_hi = tf.constant(hi_bound)
-        x_lo = tf.constant(lo_bound)
-        for lo, hi in _tiles(blocks):
+        read = np.full(size, np.nan, np.float32)
+        for lo, hi in tiles:
             a, b = np.searchsorted(cols, [lo, hi])
-            filt = np.stack([rows[a:b], cols[a:b] - lo], axis=1).astype(np.int32).reshape(-1, 2)
+            filt = np.stack([rows[a:b], cols[a:b] - lo], axis=1)
+            if hi - lo < width:  # the last tile, padded to the others' width: its pad is filtered
+                pad = np.stack(np.meshgrid(np.arange(size), np.arange(hi - lo, width), indexing="ij"), -1)
+                filt = np.concatenate([filt, pad.reshape(-1, 2)])
             inside = (targets >= lo) & (targets < hi)
             target_cols = np.where(inside, targets - lo, -1).astype(np.int32)
-            above_hi, above_lo, block_best, improved, best_col, read = self._tile(
-                qp, products[lo:hi], tf.constant(filt), x_hi, x_lo, tf.constant(best), tf.constant(target_cols)
+            above_hi, above_lo, block_best, improved, best_col, own = self._tile(
+                qp,
+                _padded(products, lo, hi, width),
+                tf.constant(filt.astype(np.int32).reshape(-1, 2)),
+                x_hi,
+                x_lo,
+                tf.constant(best),
+                tf.constant(target_cols),
             )
-            width = hi - lo
-            above_hi, above_lo = above_hi.numpy().astype(np.float64), above_lo.numpy().astype(np.float64)
+            greater += (above_hi.numpy() + width) / 2  # no score equals a halfway point
+            at_least += (above_lo.numpy() + width) / 2
             improved = improved.numpy()
             if improved.any():
                 best[improved] = block_best.numpy()[improved]
                 rival[improved] = best_col.numpy()[improved] + lo
             if inside.any():
-                exact[inside] = read.numpy()[inside]
-            if self.dtype == "bfloat16":  # x_hi, x_lo sit between bfloat16 values: no score equals them
-                greater += (above_hi + width) / 2
-                equal += (above_lo - above_hi) / 2
-                continue
-            hits_at_hi = np.zeros(size, np.float64)
-            if (above_lo > above_hi).any():  # some scores inside a bound: read them (rare)
-                band_row, band_value = (
-                    t.numpy() for t in self._band(qp, products[lo:hi], tf.constant(filt), x_hi, x_lo)
-                )
-                band_rows.append(band_row.astype(np.int64))
-                band_values.append(band_value)
-                np.add.at(hits_at_hi, band_row, band_value == hi_bound[band_row])
-            greater += (above_hi + width - hits_at_hi) / 2
+                read[inside] = own.numpy()[inside]
+        if not np.array_equal(read.view(np.int32), value.view(np.int32)):
+            return None  # the products rounded otherwise: never seen on the CPUs measured
         counts = BlockCounts(size)
-        counts.rival_score, counts.rival = best, rival
-        if self.dtype == "bfloat16":
-            counts.greater, counts.equal, counts.target_score = greater, equal, target_value
-            return counts
-        if not np.all((exact >= lo_bound) & (exact <= hi_bound)):
-            return None  # a rounding bound did not hold: the caller counts this batch again
-        if band_rows:
-            band_row, band_value = np.concatenate(band_rows), np.concatenate(band_values)
-            greater += np.bincount(band_row, band_value > exact[band_row], size)
-            equal += np.bincount(band_row, band_value == exact[band_row], size)
-        counts.greater, counts.equal, counts.target_score = greater, equal, exact
+        counts.greater, counts.equal = greater, at_least - greater
+        counts.rival_score, counts.rival, counts.target_score = best, rival, value
         return counts
 
-    def _bounds(self, q, table, targets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(lo, hi, value)``, float32 ``(B,)``: where each target's product lands.
-
-        float32: the exact product in float64, widened by twice the worst rounding of a
-        float32 sum of W terms (W·2⁻²⁴·Σ|terms|), so the matmul's value lies inside.
-        bfloat16: the float64 product of the rounded rows, rounded to bfloat16 (``value``),
-        and the two points halfway to its neighbours, which no bfloat16 score can equal.
-        """
-        rows = table.gather(targets) if hasattr(table, "gather") else tf.gather(table, targets)  # a sharded table
-        if self.dtype == "bfloat16":
-            q, rows = (tf.cast(tf.cast(x, tf.bfloat16), tf.float32) for x in (q, rows))
-        terms = q.numpy().astype(np.float64) * rows.numpy().astype(np.float64)
-        est = terms.sum(axis=1)
-        if self.dtype == "float32":
-            delta = 2.0 * terms.shape[1] * 2.0**-24 * np.abs(terms).sum(axis=1) + 1e-30
-            lo = np.nextafter((est - delta).astype(np.float32), np.float32(-np.inf))
-            hi = np.nextafter((est + delta).astype(np.float32), np.float32(np.inf))
-            return lo, hi, est.astype(np.float32)
-        value = tf.cast(tf.cast(est.astype(np.float32), tf.bfloat16), tf.float32).numpy()
-        half = np.maximum(np.abs(value) * np.float32(2.0**-9), np.float32(1e-38))
-        return value - half, value + half, value
+    def _target_scores(self, qp, products, targets: np.ndarray, width: int) -> np.ndarray:
+        """float32 ``(B,)``: each target's score from a product of the tiles' shape, the
+        targets' rows in its columns. Why not a dot product: a matrix product of the same
+        shape sums each entry in the same order, so the score is the one the target's tile
+        will give (checked there), and equal scores are found equal."""
+        out = np.empty(len(targets), np.float32)
+        for start in range(0, len(targets), width):
+            part = targets[start : start + width]
+            rows = tf.gather(products, part) if not hasattr(products, "gather") else products.gather(part)
+            rows = tf.pad(rows, [[0, width - len(part)], [0, 0]])
+            scores = self._product(qp, rows).numpy()
+            out[start : start + len(part)] = scores[np.arange(start, start + len(part)), np.arange(len(part))]
+        return out
 
 
 def _tiles(blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -329,12 +311,29 @@ def _tiles(blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(a, min(a + TILE, hi)) for lo, hi in blocks for a in range(lo, hi, TILE)]
 
 
+def _padded(products, lo: int, hi: int, width: int):
+    """Rows ``lo:hi`` of the table, with zero rows up to ``width`` (the last tile's pad)."""
+    rows = products[lo:hi]
+    return rows if hi - lo == width else tf.pad(rows, [[0, width - (hi - lo)], [0, 0]])
+
+
+def _halfway(value: np.ndarray, toward: float) -> np.ndarray:
+    """float64: halfway from each float32 ``value`` to its neighbour toward ``toward``; no
+    float32 (or bfloat16) score equals it, so ``Σ sign(s - x)`` counts ties nowhere."""
+    neighbour = np.nextafter(value, np.float32(toward))
+    return (value.astype(np.float64) + neighbour.astype(np.float64)) / 2
+
+
+def _product(q, rows):
+    return tf.matmul(q, rows, transpose_b=True)
+
+
 def _tile_counts(q, entities, filtered, x_hi, x_lo, best, target_cols):
     """One tile: ``Σ sign(s - x_hi)``, ``Σ sign(s - x_lo)``, the best filtered-in score, which
     queries it improves and where, and the scores at ``target_cols`` (read before filtering).
 
-    Signs summed as floats (exact: integers below 2²⁴) reduce in one vectorised pass; from
-    them ``#(s > x) = (Σ sign(s - x) + C - #(s = x)) / 2``.
+    Signs summed as float64 (exact: integers) reduce in one vectorised pass; with ``x`` no
+    score can equal, ``#(s > x) = (Σ sign(s - x) + C) / 2``.
     """
     scores = tf.matmul(q, entities, transpose_b=True)
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
@@ -354,23 +353,12 @@ def _tile_counts(q, entities, filtered, x_hi, x_lo, best, target_cols):
 
 
 def _sums(scores, x_hi, x_lo):
-    scores = tf.cast(scores, tf.float32)
+    wide = tf.cast(scores, tf.float64)
     return (
-        tf.reduce_sum(tf.sign(scores - x_hi[:, None]), axis=1),
-        tf.reduce_sum(tf.sign(scores - x_lo[:, None]), axis=1),
-        tf.reduce_max(scores, axis=1),
+        tf.reduce_sum(tf.sign(wide - x_hi[:, None]), axis=1),
+        tf.reduce_sum(tf.sign(wide - x_lo[:, None]), axis=1),
+        tf.reduce_max(tf.cast(scores, tf.float32), axis=1),
     )
 
 
 _fused_sums = tf.function(_sums, jit_compile=True, reduce_retracing=True)
-
-
-def _tile_band(q, entities, filtered, x_hi, x_lo):
-    """``(rows, values)`` of the filtered-in scores inside ``[x_lo, x_hi]`` (the same product as
-    `_tile_counts`, recomputed where a bound holds some)."""
-    scores = tf.matmul(q, entities, transpose_b=True)
-    scores = tf.tensor_scatter_nd_update(
-        scores, filtered, tf.fill([tf.shape(filtered)[0]], tf.constant(-np.inf, scores.dtype))
-    )
-    inside = tf.where((scores >= x_lo[:, None]) & (scores <= x_hi[:, None]))
-    return inside[:, 0], tf.gather_nd(scores, inside)
