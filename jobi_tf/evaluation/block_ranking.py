@@ -16,9 +16,8 @@ summed in another order rounds differently and breaks exact ties). Two ways to g
   the same shape as every tile's, the targets' rows in its columns. A matrix product of one
   shape sums each entry in one order, so each score is bit for bit the one its own tile
   gives; that is checked in the tile, and a batch where it is not so is counted again by the
-  two-pass route (never seen on the CPUs measured). Each tile is then counted against points
-  halfway between the target's score and its float32 neighbours, which no score can equal,
-  in one fused reduction. Tiles are small (`TILE` entities, the last one padded) so that the
+  two-pass route (never seen on the CPUs measured). Each tile's scores above and at least the
+  target's are then counted in one fused reduction. Tiles are small (`TILE` entities, the last one padded) so that the
   score matrix stays in cache while it is reduced: at 1.85M entities the reductions, not the
   products, had bounded the rate.
 * **Two passes** (every other case): a first pass reads the target's score from its block,
@@ -39,8 +38,9 @@ from jobi_tf.models.scorers.base import Scorer
 
 __all__ = ["BlockCounts", "BlockRanker", "OnePassCounter", "TILE", "entity_blocks"]
 
-#: Entities per product of the one-pass count: 8,192 x 1,000 queries stay in cache while reduced.
-TILE = 8192
+#: Entities per product of the one-pass count: 4,096 x 1,000 queries stay in cache while
+#: reduced, and the targets' own product costs one tile per batch.
+TILE = 4096
 #: Tiles from this many entities reduce in one XLA-fused loop (smaller ones are not worth a compile).
 FUSED_FROM = 1024
 
@@ -118,7 +118,8 @@ class BlockRanker:
             offsets: float32 ``[B, E]`` added to the scores (the model's slot prior), or None.
             products: `product_table` of ``table`` (made here when not given).
         """
-        if allowed is None and offsets is None and self.one_pass.handles(scorer):
+        several = len(blocks) > 1 or self.one_pass.dtype != "float32"  # one block: no first pass to save
+        if several and allowed is None and offsets is None and self.one_pass.handles(scorer):
             products = self.product_table(table) if products is None else products
             counts = self.one_pass.count(q, table, products, filtered, targets, blocks)
             if counts is not None:
@@ -249,7 +250,7 @@ class OnePassCounter:
         tiles = _tiles(blocks)
         width = max(hi - lo for lo, hi in tiles)
         value = self._target_scores(qp, products, targets, width)
-        x_hi, x_lo = (tf.constant(_halfway(value, side)) for side in (np.inf, -np.inf))
+        target = tf.constant(value)
         rows, cols = (np.asarray(a, np.int64) for a in filtered)
         order = np.argsort(cols, kind="stable")
         rows, cols = rows[order], cols[order]
@@ -262,22 +263,19 @@ class OnePassCounter:
         for lo, hi in tiles:
             a, b = np.searchsorted(cols, [lo, hi])
             filt = np.stack([rows[a:b], cols[a:b] - lo], axis=1)
-            if hi - lo < width:  # the last tile, padded to the others' width: its pad is filtered
-                pad = np.stack(np.meshgrid(np.arange(size), np.arange(hi - lo, width), indexing="ij"), -1)
-                filt = np.concatenate([filt, pad.reshape(-1, 2)])
             inside = (targets >= lo) & (targets < hi)
             target_cols = np.where(inside, targets - lo, -1).astype(np.int32)
-            above_hi, above_lo, block_best, improved, best_col, own = self._tile(
+            above, at_least_here, block_best, improved, best_col, own = self._tile(
                 qp,
                 _padded(products, lo, hi, width),
                 tf.constant(filt.astype(np.int32).reshape(-1, 2)),
-                x_hi,
-                x_lo,
+                target,
                 tf.constant(best),
                 tf.constant(target_cols),
+                hi - lo if hi - lo < width else None,  # the last tile's pad: no candidates
             )
-            greater += (above_hi.numpy() + width) / 2  # no score equals a halfway point
-            at_least += (above_lo.numpy() + width) / 2
+            greater += above.numpy()
+            at_least += at_least_here.numpy()
             improved = improved.numpy()
             if improved.any():
                 best[improved] = block_best.numpy()[improved]
@@ -317,23 +315,15 @@ def _padded(products, lo: int, hi: int, width: int):
     return rows if hi - lo == width else tf.pad(rows, [[0, width - (hi - lo)], [0, 0]])
 
 
-def _halfway(value: np.ndarray, toward: float) -> np.ndarray:
-    """float64: halfway from each float32 ``value`` to its neighbour toward ``toward``; no
-    float32 (or bfloat16) score equals it, so ``Σ sign(s - x)`` counts ties nowhere."""
-    neighbour = np.nextafter(value, np.float32(toward))
-    return (value.astype(np.float64) + neighbour.astype(np.float64)) / 2
-
-
 def _product(q, rows):
     return tf.matmul(q, rows, transpose_b=True)
 
 
-def _tile_counts(q, entities, filtered, x_hi, x_lo, best, target_cols):
-    """One tile: ``Σ sign(s - x_hi)``, ``Σ sign(s - x_lo)``, the best filtered-in score, which
-    queries it improves and where, and the scores at ``target_cols`` (read before filtering).
-
-    Signs summed as float64 (exact: integers) reduce in one vectorised pass; with ``x`` no
-    score can equal, ``#(s > x) = (Σ sign(s - x) + C) / 2``.
+def _tile_counts(q, entities, filtered, target, best, target_cols, valid=None):
+    """One tile: per query, the filtered-in scores above and at least ``target``, the best
+    one, which queries it improves and where, and the scores at ``target_cols`` (read before
+    filtering). ``valid``: the columns before the pad of a last tile (None: no pad); the pad
+    scores -inf.
     """
     scores = tf.matmul(q, entities, transpose_b=True)
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
@@ -341,24 +331,27 @@ def _tile_counts(q, entities, filtered, x_hi, x_lo, best, target_cols):
         scores = tf.tensor_scatter_nd_update(
             scores, filtered, tf.fill([tf.shape(filtered)[0]], tf.constant(-np.inf, scores.dtype))
         )
+    if valid is not None:
+        scores = tf.where(tf.range(tf.shape(scores)[1])[None, :] < valid, scores, tf.constant(-np.inf, scores.dtype))
     reduce = _fused_sums if scores.shape[1] is not None and scores.shape[1] >= FUSED_FROM else _sums
-    above_hi, above_lo, block_best = reduce(scores, x_hi, x_lo)
+    packed, block_best = reduce(scores, target)
     improved = block_best > best  # strict: on ties the earlier tile (lower id) keeps it
     best_col = tf.scatter_nd(
         tf.where(improved),
         tf.argmax(tf.boolean_mask(scores, improved), axis=1, output_type=tf.int32),
         tf.shape(improved, out_type=tf.int64),
     )
-    return above_hi, above_lo, block_best, improved, best_col, tf.cast(read, tf.float32)
+    return packed % _SECOND, packed // _SECOND, block_best, improved, best_col, tf.cast(read, tf.float32)
 
 
-def _sums(scores, x_hi, x_lo):
-    wide = tf.cast(scores, tf.float64)
-    return (
-        tf.reduce_sum(tf.sign(wide - x_hi[:, None]), axis=1),
-        tf.reduce_sum(tf.sign(wide - x_lo[:, None]), axis=1),
-        tf.reduce_max(tf.cast(scores, tf.float32), axis=1),
-    )
+def _sums(scores, target):
+    """``(#(s > t) + 2¹⁶·#(s ≥ t), max s)`` per query: both counts in one integer reduction
+    (exact for tiles below 2¹⁶ entities), which XLA fuses with the maximum into one pass."""
+    wide = tf.cast(scores, tf.float32)
+    above = tf.cast(wide > target[:, None], tf.int32) + _SECOND * tf.cast(wide >= target[:, None], tf.int32)
+    return tf.reduce_sum(above, axis=1), tf.reduce_max(wide, axis=1)
 
 
+#: The factor that packs the count of scores at least the target's above the count of greater ones.
+_SECOND = 1 << 16
 _fused_sums = tf.function(_sums, jit_compile=True, reduce_retracing=True)
