@@ -213,7 +213,7 @@ def _before_the_field(dataset: str) -> dict:
 
 def _samples(loss: str) -> bool:
     from jobi_tf import regimes
-    from jobi_tf.models.objectives import SAMPLED
+    from jobi_tf.contracts.objectives import SAMPLED
 
     return regimes.regime_of(loss).name == SAMPLED
 

@@ -269,7 +269,7 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        # Which loss, regularizer and regime read which field is checked by jobi_tf.config.checks.
+        # Which loss, regularizer and regime read which field is checked by jobi_tf.regimes.checks.
         _choice("loss", self.loss, LOSSES)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")

@@ -25,8 +25,8 @@ from typing import Any
 
 import keras
 
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.evaluation.ranking import FilteredEvaluator
-from jobi_tf.runtime.runs import RunFolder
 from jobi_tf.runtime.types import RANK_METRICS
 from jobi_tf.training.checkpoints import save_checkpoint, save_weights
 

@@ -1,6 +1,6 @@
 """Training runs: data → model → ``model.fit`` with callbacks → metrics.json.
 
-A run lives in a run folder (`jobi_tf.runtime.runs.RunFolder`: config, vocabularies, checkpoint,
+A run lives in a run folder (`jobi_tf.config.runs.RunFolder`: config, vocabularies, checkpoint,
 best weights, metrics, TensorBoard logs), which is enough to resume, evaluate or export it.
 
 The loop is Keras's own ``fit``; behaviour is added by callbacks: `EvaluationCallback`
@@ -23,7 +23,8 @@ import keras
 import tensorflow as tf
 
 from jobi_tf import regimes
-from jobi_tf.config import RunConfig, checks
+from jobi_tf.config import RunConfig
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.index import KGIndex
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.datasets.loading import load_index
@@ -33,12 +34,12 @@ from jobi_tf.evaluation.ranking import FilteredEvaluator
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
+from jobi_tf.regimes import checks
 from jobi_tf.runtime import plugins
 from jobi_tf.runtime.atomic import write_json_atomic
 from jobi_tf.runtime.errors import TrainingStopped
 from jobi_tf.runtime.rng import caller_random_state_kept
 from jobi_tf.runtime.runlock import RunLock
-from jobi_tf.runtime.runs import RunFolder
 from jobi_tf.runtime.tf_settings import choose_matmul_dtype, cpu_has_native_bfloat16
 from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.pipelines import EpochRows
