@@ -243,7 +243,7 @@ def task_of_tf_config() -> tuple[str, int] | None:
         return str(task["type"]), int(task.get("index", 0))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise JobiError(
-            "$TF_CONFIG: 'task' must give a 'type' and an 'index' (see README, 'Several machines')"
+            "$TF_CONFIG: 'task' must give a 'type' and an 'index' (see docs/distributed.md, 'Several machines')"
         ) from None
 
 
