@@ -6,7 +6,7 @@ in training (what ``jobi-tf advise`` times) for validation to be affordable seve
 epoch. Each route ranks the same triples under the same weights:
 
 * ``two-pass``: the general count, which reads each target's score in a first pass;
-* ``one-pass``: float32, the target's score bounded beforehand (`jobi_tf.evaluation.block_ranking`);
+* ``one-pass``: float32, each target's score from a product of its tile's shape (`jobi_tf.evaluation.one_pass`);
 * ``bfloat16``: the one-pass count of bfloat16 products (``--valid-dtype bfloat16``).
 
 FLOPs are the products' ``2·Q·E·W`` (Q queries, E entities, W floats per row); the training rate
@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 
 from jobi_tf.config import DataConfig, EvalConfig  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
-from jobi_tf.evaluation import block_ranking  # noqa: E402
+from jobi_tf.evaluation import one_pass  # noqa: E402
 from jobi_tf.evaluation.ranking import FilteredEvaluator, rank_metrics, validation_sample  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 
@@ -81,16 +81,16 @@ def main() -> None:
     for route in args.routes:
         dtype = "bfloat16" if route == "bfloat16" else "float32"
         evaluator = FilteredEvaluator(index, EvalConfig(), dtype=dtype)
-        original = block_ranking.OnePassCounter.__dict__["handles"]
+        original = one_pass.OnePassCounter.__dict__["handles"]
         if route == "two-pass":
-            block_ranking.OnePassCounter.handles = staticmethod(lambda scorer: False)
+            one_pass.OnePassCounter.handles = staticmethod(lambda scorer: False)
         try:
             evaluator.ranks(model, triples[:100])  # tracing and XLA compilation, untimed
             with Usage() as usage:
                 ranks[route] = evaluator.ranks(model, triples)
             usages[route] = usage
         finally:
-            block_ranking.OnePassCounter.handles = original
+            one_pass.OnePassCounter.handles = original
         metrics = rank_metrics(ranks[route].get("realistic"))
         seconds = usage.wall
         record["routes"][route] = {
@@ -125,7 +125,7 @@ def main() -> None:
             "matmul_dtype": advice.matmul_dtype,
             "what": "jobi-tf advise's kbc-fast step (rank 200, batch 500, --matmul-dtype auto), timed here",
         }
-        for route, entry in record["routes"].items():
+        for entry in record["routes"].values():
             entry["share_of_training_rate"] = entry["flops_per_s"] / advice.effective_rate
     record.update(peak_rss_gib=round(peak_rss_gib(), 2), **provenance(__file__), versions=versions())
     emit(record)

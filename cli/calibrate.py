@@ -7,8 +7,8 @@ import json
 import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.evaluation.calibration import METHODS
-from jobi_tf.runtime.runs import RunFolder
 
 __all__ = ["calibrate"]
 

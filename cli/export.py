@@ -9,7 +9,7 @@ import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 
 from jobi_tf.config import ExportConfig
-from jobi_tf.runtime.runs import RunFolder
+from jobi_tf.config.runs import RunFolder
 
 __all__ = ["export"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -13,19 +14,59 @@ from jobi_tf.config import DataConfig, RunConfig
 from jobi_tf.runtime.types import RANK_METRICS
 from jobi_tf.training.presets import PRESETS, preset_settings
 
-__all__ = ["train", "config_from_flags_given", "config_from_command"]
+__all__ = [
+    "train",
+    "config_from_flags_given",
+    "config_from_command",
+    "default_run_folder",
+    "changed_settings",
+    "flat_settings",
+]
 
 
 def default_run_folder(cfg: RunConfig, preset: str | None = None) -> Path:
-    """``runs/<dataset>[-<preset>]-<model>-<base|jobi>[-reciprocal]-p<p>-seed<seed>``.
+    """``runs/<dataset>[-<preset>]-<model>-<base|jobi>[-reciprocal]-p<p>-seed<seed>[-<digest>]``.
 
     Why the preset is in the name: ``kbc``, ``kbc-rp`` and ``kbc-fast`` all train reciprocal
     ComplEx baselines, and a second preset sent to the first one's folder would be refused
-    (its config differs) instead of getting a folder of its own.
+    (its config differs) instead of getting a folder of its own. Why the digest: the same goes
+    for any other setting (``--dim``, ``--neg``, ``--lr``); the name gets six hex digits of the
+    settings it does not already say (`changed_settings`), and none when there are none, so
+    the same command always finds its folder again and resumes.
     """
     source = cfg.data.name + (f"-{preset}" if preset else "")
     kind = ("jobi" if cfg.model.joint else "base") + ("-reciprocal" if cfg.model.reciprocal else "")
-    return Path("runs") / f"{source}-{cfg.model.model}-{kind}-p{cfg.sampler.p:g}-seed{cfg.seed}"
+    name = f"{source}-{cfg.model.model}-{kind}-p{cfg.sampler.p:g}-seed{cfg.seed}"
+    changed = changed_settings(cfg, preset)
+    if changed:
+        name += "-" + hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).hexdigest()[:6]
+    return Path("runs") / name
+
+
+#: Settings the folder's name spells out, so they need no digest.
+_NAMED = {"data.dataset", "data.data_dir", "model.model", "model.joint", "model.reciprocal", "sampler.p", "seed"}
+
+
+def changed_settings(cfg: RunConfig, preset: str | None = None) -> dict[str, object]:
+    """``{"section.field": value}`` of the settings a resumed run must keep
+    (`RunConfig.training_identity`) where ``cfg`` differs from the preset's (or the defaults)
+    for its data, leaving out those the folder's name spells out."""
+    argv = ["--data-dir", cfg.data.data_dir] if cfg.data.data_dir else []
+    argv += ["--dataset", cfg.data.dataset] if cfg.data.dataset else []
+    base = flat_settings(config_from_command(argv + (["--preset", preset] if preset else [])).training_identity())
+    mine = flat_settings(cfg.training_identity())
+    return {key: value for key, value in mine.items() if key not in _NAMED and base.get(key) != value}
+
+
+def flat_settings(config: dict) -> dict[str, object]:
+    """A config dict (``config.json``'s shape) as ``{"section.field": value}``; ``seed`` stays ``seed``."""
+    out = {}
+    for section, fields in config.items():
+        if isinstance(fields, dict):
+            out.update({f"{section}.{name}": value for name, value in fields.items()})
+        else:
+            out[section] = fields
+    return out
 
 
 @click.command()
@@ -41,7 +82,8 @@ def default_run_folder(cfg: RunConfig, preset: str | None = None) -> Path:
     "--out",
     type=click.Path(file_okay=False),
     default=None,
-    help="Run folder (rerun the same command to resume). Default: runs/<dataset>[-<preset>]-<model>-...",
+    help="Run folder (rerun the same command to resume). Default: runs/<dataset>[-<preset>]-<model>-..., "
+    "ending in a digest of the other settings that differ from the preset's or the defaults.",
 )
 @click.pass_context
 @reports_errors

@@ -1,4 +1,4 @@
-"""`BatchPlan` and `jobi_tf.sampling.features`: the sampler writes what the plan promises, and a model or a
+"""`BatchPlan` and `jobi_tf.contracts.features`: the sampler writes what the plan promises, and a model or a
 pipeline that disagrees with the plan is refused when the run is built."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import tensorflow as tf
 
 from jobi_tf import regimes
 from jobi_tf.config import RunConfig, SamplerConfig, with_settings
+from jobi_tf.contracts import features as F
+from jobi_tf.contracts.objectives import K_VS_ALL, ONE_VS_ALL, REGIME_NAMES, SAMPLED
 from jobi_tf.models import JoBiModel
-from jobi_tf.models.objectives import K_VS_ALL, ONE_VS_ALL, REGIME_NAMES, SAMPLED
-from jobi_tf.sampling import features as F
 from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.negatives import NegativeSampler
 from jobi_tf.sampling.pipelines import triple_batches

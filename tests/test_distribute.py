@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from jobi_tf.config import RunConfig, SamplerConfig, with_settings
-from jobi_tf.config.checks import check_placement
 from jobi_tf.distributed.strategy import configure_devices, is_chief, make_strategy
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import make_optimizer
+from jobi_tf.regimes.checks import check_placement
 from jobi_tf.runtime.errors import ConfigError, JobiError
 from jobi_tf.sampling.pipelines import make_train_dataset
 
@@ -218,9 +218,10 @@ def test_train_runs_mirrored_with_biased_chunks_and_pair_every_or_refuses_in_one
 def test_a_mirrored_run_with_the_slot_prior_counts_its_graph_and_keeps_the_counts(tmp_path, mirrored):
     """The prior's table is a mirrored variable: filled once from the training triples, read by
     both replicas' steps, saved with the best weights."""
+    from jobi_tf.api.run import restore_model
     from jobi_tf.config import DataConfig, DistributeConfig, ModelConfig, TrainConfig
+    from jobi_tf.config.runs import RunFolder
     from jobi_tf.models.slot_prior import slot_log_counts
-    from jobi_tf.runtime.runs import RunFolder
     from jobi_tf.training.trainer import load_data, train
 
     cfg = RunConfig(
@@ -234,4 +235,4 @@ def test_a_mirrored_run_with_the_slot_prior_counts_its_graph_and_keeps_the_count
     assert 0.05 < result.metrics["valid"]["mrr"] <= 1  # far above a random ranking's (1 / 200 entities)
     _, _, index = load_data(cfg)
     counts = slot_log_counts(index.train, index.num_entities, index.num_relations)
-    np.testing.assert_array_equal(RunFolder(tmp_path / "run").restore_model().slot_log_counts.numpy(), counts)
+    np.testing.assert_array_equal(restore_model(RunFolder(tmp_path / "run")).slot_log_counts.numpy(), counts)

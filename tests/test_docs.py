@@ -56,6 +56,9 @@ def test_the_site_builds_strictly(tmp_path):
     assert "jobi-tf train" in cli and "--biased-chunk" in cli  # generated from the click commands
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     assert "train_from_config" in api and "load_run" in api
+    home = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    # The home page is README, its links made the site's (docs/hooks/readme_home.py).
+    assert "Which recipe" in home and 'href="results/newcomer/readme-row1.json"' in home
 
 
 #: A script named in the docs: ``bench/NAME.py`` (or a deeper path under bench/).

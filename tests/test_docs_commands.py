@@ -149,21 +149,11 @@ def _argv(command: str) -> tuple[str, list[str]]:
     return tokens[start + 1], argv
 
 
-def _flat(config: dict) -> dict:
-    out = {}
-    for section, fields in config.items():
-        if isinstance(fields, dict):
-            out.update({f"{section}.{name}": value for name, value in fields.items()})
-        else:
-            out[section] = fields
-    return out
-
-
 def resolved_config(command: str, raw: dict | None = None, raw_name: str = "") -> dict:
     """The config ``command`` trains (for a grid: the cell ``raw`` is), as ``config.json``
     records it, flattened (``{"sampler.neg": 100, ...}``); ``auto`` settings that the run
     picks when it starts stay ``auto``."""
-    from jobi_tf.cli.train import config_from_command
+    from jobi_tf.cli.train import config_from_command, flat_settings
 
     from jobi_tf import regimes
     from jobi_tf.training.grid import load_spec
@@ -180,7 +170,7 @@ def resolved_config(command: str, raw: dict | None = None, raw_name: str = "") -
         cfg = cells[name].config
         rungs = spec.search.rungs(cfg.train.epochs) if spec.search.min_epochs else []
     cfg = regimes.resolve(cfg)
-    flat = _flat(cfg.to_dict())
+    flat = flat_settings(cfg.to_dict())
     flat["data.name"] = cfg.data.name
     if kind == "grid" and rungs:  # successive halving: a cell dropped at a rung trained to it
         flat["train.epochs"] = Rungs(rungs)
@@ -199,7 +189,9 @@ def recorded_config(raw: dict) -> dict | None:
     config = raw.get("settings_resolved") or raw.get("settings") or raw.get("config")
     if not isinstance(config, dict) or not isinstance(config.get("train"), dict):
         return None
-    flat = _flat(config)
+    from jobi_tf.cli.train import flat_settings
+
+    flat = flat_settings(config)
     data = config.get("data") or {}
     flat["data.name"] = data.get("dataset") or Path(data.get("data_dir") or "?").name
     return flat
@@ -213,7 +205,7 @@ def _before_the_field(dataset: str) -> dict:
 
 def _samples(loss: str) -> bool:
     from jobi_tf import regimes
-    from jobi_tf.models.objectives import SAMPLED
+    from jobi_tf.contracts.objectives import SAMPLED
 
     return regimes.regime_of(loss).name == SAMPLED
 

@@ -454,16 +454,16 @@ def test_soft_slot_ranks_admit_what_the_pair_head_places_in_the_slot(name):
 
 def _two_pass_only(monkeypatch):
     """Make every scorer take the two-pass route (the count before the one-pass route)."""
-    from jobi_tf.evaluation import block_ranking
+    from jobi_tf.evaluation import one_pass
 
-    monkeypatch.setattr(block_ranking.OnePassCounter, "handles", staticmethod(lambda scorer: False))
+    monkeypatch.setattr(one_pass.OnePassCounter, "handles", staticmethod(lambda scorer: False))
 
 
 def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch):
     """FB15k-237's validation set under a ComplEx table with many exact ties (rows copied):
     the one-pass count gives the two-pass count's ranks and top-1s, bit for bit."""
-    from jobi_tf.datasets.loading import load_index
     from jobi_tf.config import DataConfig
+    from jobi_tf.datasets.loading import load_index
 
     try:
         _, _, index = load_index(DataConfig(dataset="fb15k-237"))
@@ -477,11 +477,11 @@ def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch):
     model.triple_relations.assign(rng.normal(size=model.triple_relations.shape).astype(np.float32))
     valid = index.split("valid")[:3000]
     cfg = EvalConfig(chunk_size=5000)  # several blocks, tiles of unequal widths
-    from jobi_tf.evaluation import block_ranking
+    from jobi_tf.evaluation import one_pass
 
-    one_pass_count, outcomes = block_ranking.OnePassCounter.count, []
+    one_pass_count, outcomes = one_pass.OnePassCounter.count, []
     monkeypatch.setattr(
-        block_ranking.OnePassCounter, "count", lambda self, *a: outcomes.append(one_pass_count(self, *a)) or outcomes[-1]
+        one_pass.OnePassCounter, "count", lambda self, *a: outcomes.append(one_pass_count(self, *a)) or outcomes[-1]
     )
     one = FilteredEvaluator(index, cfg).ranks(model, valid)
     assert outcomes and all(o is not None for o in outcomes)  # counted in one pass, no batch again
@@ -496,13 +496,13 @@ def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch):
 def test_a_target_score_that_differs_in_its_tile_falls_back_to_two_passes(monkeypatch):
     """A target score given beforehand that its tile does not reproduce (forced here) sends
     the batch to the two-pass route, whose ranks are the brute force's."""
-    from jobi_tf.evaluation import block_ranking
+    from jobi_tf.evaluation import one_pass
 
     splits, index = _random_kg(2)
     ent, rel = _random_weights("complex", 3)
     expected = _brute_force_ranks(_all_scores("complex", ent, rel), splits, splits["test"])
     _assert_well_separated(_all_scores("complex", ent, rel), splits["test"])
-    original = block_ranking.OnePassCounter._target_scores
+    original = one_pass.OnePassCounter._target_scores
     outcomes = []
 
     def nudged(self, *args):
@@ -512,9 +512,9 @@ def test_a_target_score_that_differs_in_its_tile_falls_back_to_two_passes(monkey
         outcomes.append(one_pass_count(self, *args))
         return outcomes[-1]
 
-    one_pass_count = block_ranking.OnePassCounter.count
-    monkeypatch.setattr(block_ranking.OnePassCounter, "_target_scores", nudged)
-    monkeypatch.setattr(block_ranking.OnePassCounter, "count", count)
+    one_pass_count = one_pass.OnePassCounter.count
+    monkeypatch.setattr(one_pass.OnePassCounter, "_target_scores", nudged)
+    monkeypatch.setattr(one_pass.OnePassCounter, "count", count)
     got = FilteredEvaluator(index, EvalConfig(eval_batch_size=7, chunk_size=9)).ranks(
         _model("complex", ent, rel), splits["test"]
     )
@@ -535,7 +535,9 @@ def test_bfloat16_ranks_are_those_of_bfloat16_scores(name):
     got = FilteredEvaluator(index, EvalConfig(eval_batch_size=6, chunk_size=11), dtype="bfloat16").ranks(model, test)
 
     def bf16(x):
-        return tf.cast(tf.cast(tf.constant(np.asarray(x, np.float32)), tf.bfloat16), tf.float32).numpy().astype(np.float64)
+        return (
+            tf.cast(tf.cast(tf.constant(np.asarray(x, np.float32)), tf.bfloat16), tf.float32).numpy().astype(np.float64)
+        )
 
     known = {tuple(x) for s in SPLITS for x in splits[s].tolist()}
     table = bf16(model.entity_embeddings.numpy())

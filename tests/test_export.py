@@ -339,9 +339,9 @@ def test_export_run_serves_the_runs_best_weights(tmp_path):
         train=TrainConfig(epochs=1, eval_every=1, jit_compile=False),
     )
     train(cfg, tmp_path / "run", verbose=0)
-    result = export_run(tmp_path / "run", tmp_path / "exports", ExportConfig(filter_known=True))
-    assert result.path == tmp_path / "exports" / "1"
     run = load_run(tmp_path / "run")
+    result = export_run(tmp_path / "run", tmp_path / "exports", ExportConfig(filter_known=True), model=run.model)
+    assert result.path == tmp_path / "exports" / "1"
     model, test = run.model, run.data.index.test[:10]
     entities = (tmp_path / "run" / "entities.txt").read_text(encoding="utf-8").splitlines()
     relations = (tmp_path / "run" / "relations.txt").read_text(encoding="utf-8").splitlines()

@@ -1,4 +1,5 @@
-"""The library's modules import each other without cycles, function-local and type-only imports included."""
+"""The library's modules import each other without cycles, and its stage folders only downwards,
+function-local and type-only imports included."""
 
 from __future__ import annotations
 
@@ -8,6 +9,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: Source folder of each installed package (pyproject.toml's package-dir).
 PACKAGES = {"jobi_tf": ROOT / "jobi_tf", "jobi_tf.cli": ROOT / "cli", "jobi_tf.serving": ROOT / "serving"}
+#: `jobi_tf/`'s stage folders, floor by floor from the ground up (docs/extending.md, "Stages"):
+#: a folder imports only folders on the floors below its own.
+STAGES = (
+    ("runtime",),
+    ("data",),
+    ("config",),
+    ("datasets", "contracts"),
+    ("optimizers", "regularizers", "losses"),
+    ("models",),
+    ("sampling", "evaluation"),
+    ("regimes",),
+    ("distributed", "export"),
+    ("training",),
+    ("api",),
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -93,12 +109,71 @@ def test_data_sits_below_datasets():
     assert upward == set()
 
 
+def _floors() -> dict[str, int]:
+    return {folder: floor for floor, folders in enumerate(STAGES) for folder in folders}
+
+
+def _stage(module: str) -> str | None:
+    """The stage folder of a library module (``jobi_tf.models.scorers.complex`` → ``models``);
+    None for the package itself and for the CLI and serving packages."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in _floors()) else None
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a folder on the same floor or above the importer's, as ``a (floor) -> b (floor)``;
+    the package itself (``from jobi_tf import train``) counts as the top floor."""
+    floors, top = _floors(), len(STAGES)
+    found = []
+    for module, targets in sorted(graph.items()):
+        stage = _stage(module)
+        if stage is None or module.startswith(("jobi_tf.cli", "jobi_tf.serving")):
+            continue
+        for target in sorted(targets):
+            other = _stage(target)
+            if target == "jobi_tf":
+                other_floor = top
+            elif other is None or other == stage or other not in floors:  # cli, serving: their own packages
+                continue
+            else:
+                other_floor = floors[other]
+            if other_floor >= floors[stage]:
+                found.append(f"{module} ({stage}, floor {floors[stage] + 1}) -> {target} (floor {other_floor + 1})")
+    return found
+
+
+def test_every_stage_folder_has_its_floor():
+    """`STAGES` lists each sub-package of `jobi_tf` once: a new folder has to say where it stands."""
+    listed = [folder for folders in STAGES for folder in folders]
+    found = {p.name for p in (ROOT / "jobi_tf").iterdir() if (p / "__init__.py").exists()}
+    assert len(listed) == len(set(listed)) and set(listed) == found
+
+
+def test_stages_only_look_down():
+    """A stage folder imports only folders below it (function-local and type-only imports too),
+    so each stage can be read, tested and replaced knowing only what is under it."""
+    graph = _graph()
+    assert "jobi_tf.contracts.objectives" in graph["jobi_tf.models.jobi"]  # the walk sees the library
+    assert _upward(graph) == []
+
+
+def test_the_stage_check_finds_an_upward_import():
+    graph = {
+        "jobi_tf.models.jobi": {"jobi_tf.runtime.errors", "jobi_tf.training.checkpoints"},
+        "jobi_tf.data.x": {"jobi_tf"},
+    }
+    assert _upward(graph) == [
+        "jobi_tf.data.x (data, floor 2) -> jobi_tf (floor 12)",
+        "jobi_tf.models.jobi (models, floor 6) -> jobi_tf.training.checkpoints (floor 10)",
+    ]
+
+
 def test_the_cli_goes_through_the_public_api():
     """Commands train, evaluate and export through `jobi_tf.api`, as a Python user would, so
     the two cannot drift; they read the config, presets and grid specs, and talk to servers."""
     allowed = {
         "jobi_tf.api", "jobi_tf.config", "jobi_tf.evaluation.calibration", "jobi_tf.training.grid",
-        "jobi_tf.training.presets", "jobi_tf.runtime.atomic", "jobi_tf.runtime.errors", "jobi_tf.runtime.runs",
+        "jobi_tf.training.presets", "jobi_tf.runtime.atomic", "jobi_tf.runtime.errors", "jobi_tf.config.runs",
         "jobi_tf.runtime.tf_settings", "jobi_tf.runtime.types", "jobi_tf.serving.batch", "jobi_tf.serving.client",
     }  # fmt: skip
     graph = _graph()
@@ -107,12 +182,12 @@ def test_the_cli_goes_through_the_public_api():
 
 
 def test_run_folder_names_are_written_once():
-    """The run folder's file names live in `jobi_tf.runtime.runs` only."""
+    """The run folder's file names live in `jobi_tf.config.runs` only."""
     names = ('"config.json"', '"checkpoint.npz"', '"best.weights.npz"', '"metrics.json"')
     offenders = [
         f"{path.relative_to(ROOT)}: {name}"
         for module, path in _modules().items()
-        if module != "jobi_tf.runtime.runs"
+        if module != "jobi_tf.config.runs"
         for name in names
         if name in path.read_text(encoding="utf-8")
     ]
@@ -123,7 +198,7 @@ def test_choice_lists_agree_with_their_registries():
     """The config's names (what the CLI and config.json accept) are the registries' keys."""
     from jobi_tf import losses, regularizers
     from jobi_tf.config import LOSSES, MODELS, REGULARIZERS
-    from jobi_tf.models.objectives import Objective
+    from jobi_tf.contracts.objectives import Objective
     from jobi_tf.models.scorers import SCORERS
     from jobi_tf.regularizers import Regularizer
 

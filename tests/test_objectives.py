@@ -7,11 +7,11 @@ import pytest
 import tensorflow as tf
 from random_batches import sampled_batch
 
+from jobi_tf.contracts.objectives import Objective, PairBCE, RelationPrediction, ScoredBatch
 from jobi_tf.losses import get as get_objective
 from jobi_tf.losses.full_softmax import FullSoftmax
 from jobi_tf.losses.sampled_softmax import SampledSoftmax
 from jobi_tf.models import JoBiModel, get_scorer
-from jobi_tf.models.objectives import Objective, PairBCE, RelationPrediction, ScoredBatch
 from jobi_tf.models.scorers import heads_against_own_rows
 from jobi_tf.runtime.tf_settings import cpu_has_native_bfloat16
 

@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
-from jobi_tf.config.checks import check
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import (
     LAZY_MIN_ROWS,
@@ -22,6 +21,7 @@ from jobi_tf.optimizers import (
     choose_optimizer,
     make_optimizer,
 )
+from jobi_tf.regimes.checks import check
 from jobi_tf.runtime.errors import ConfigError
 from jobi_tf.sampling.pipelines import make_train_dataset
 from jobi_tf.training.trainer import train
@@ -406,7 +406,7 @@ def test_the_memory_guard_counts_one_accumulator_per_entity_row_for_row_adagrad(
     table (1.6 MB in all), row-adagrad's add 4 KB (0.8 MB): a 1.2 MB machine fits only the latter."""
     from types import SimpleNamespace
 
-    from jobi_tf.config.checks import check_memory
+    from jobi_tf.regimes.checks import check_memory
 
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 1_200_000 // 4096}
     monkeypatch.setattr("os.sysconf", lambda name: pages[name])

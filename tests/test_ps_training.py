@@ -16,10 +16,10 @@ import tensorflow as tf
 from jobi_tf.api import load_run
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from jobi_tf.distributed.ps_training import _server_failures_reported, check_config
-from jobi_tf.distributed.sharding import ShardedLazyAdam
 from jobi_tf.distributed.strategy import make_strategy
 from jobi_tf.evaluation.ranking import FilteredEvaluator
 from jobi_tf.models import JoBiModel
+from jobi_tf.models.sharding import ShardedLazyAdam
 from jobi_tf.runtime.errors import ConfigError, JobiError
 from jobi_tf.training.checkpoints import load_checkpoint, load_weights, save_checkpoint, save_weights
 

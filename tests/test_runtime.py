@@ -261,7 +261,7 @@ def test_native_bfloat16_is_unknown_without_cpuinfo(tmp_path):
 )
 def test_bfloat16_products_on_a_cpu_without_them_warn_in_one_line(tmp_path, caplog, dtype, extra, warns):
     from jobi_tf.config import RunConfig, with_settings
-    from jobi_tf.training.trainer import _check_matmul_dtype
+    from jobi_tf.training.products import check_matmul_dtype as _check_matmul_dtype
 
     cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": dtype})
     with caplog.at_level("WARNING", logger="jobi_tf.training.trainer"):
@@ -286,7 +286,12 @@ def test_bfloat16_products_on_a_cpu_without_them_warn_in_one_line(tmp_path, capl
 def test_matmul_dtype_auto_follows_the_cpu_flags(tmp_path, caplog, extra, jit, chosen):
     from jobi_tf.config import RunConfig, with_settings
     from jobi_tf.runtime.tf_settings import choose_matmul_dtype
-    from jobi_tf.training.trainer import _check_matmul_dtype, _resolve_matmul_dtype
+    from jobi_tf.training.products import (
+        check_matmul_dtype as _check_matmul_dtype,
+    )
+    from jobi_tf.training.products import (
+        resolve_dtypes as _resolve_matmul_dtype,
+    )
 
     cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": "auto", "jit_compile": jit})
     cpuinfo = _cpuinfo(tmp_path, extra)

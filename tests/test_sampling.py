@@ -666,7 +666,10 @@ def test_unbiased_negatives_follow_the_degree_distribution(small_typed_index, di
     cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=400, p=0.0, negative_distribution=distribution)
     sampler = NegativeSampler(index, cfg, seed=4, pair_labels=False)
     drawn = np.concatenate(
-        [_np(sampler(tf.constant(_batch(index, 64, s)), tf.constant(s, tf.int64)))["candidates"].ravel() for s in range(4)]
+        [
+            _np(sampler(tf.constant(_batch(index, 64, s)), tf.constant(s, tf.int64)))["candidates"].ravel()
+            for s in range(4)
+        ]
     )
     degree = np.bincount(index.train[:, [0, 2]].ravel(), minlength=index.num_entities).astype(np.float64)
     share = degree / degree.sum()
@@ -701,7 +704,9 @@ def test_log_q_is_each_shared_negatives_draw_probability_over_a_uniform_draws(sm
     cfg = SamplerConfig(
         batch_size=40, neg=10, p=0.3, shared_negatives=20, negative_distribution=distribution, logq_correction=True
     ).resolved()
-    x = _np(NegativeSampler(index, cfg, seed=2, pair_labels=False)(tf.constant(_batch(index, 40)), tf.constant(5, tf.int64)))
+    x = _np(
+        NegativeSampler(index, cfg, seed=2, pair_labels=False)(tf.constant(_batch(index, 40)), tf.constant(5, tf.int64))
+    )
     degree = np.bincount(index.train[:, [0, 2]].ravel(), minlength=index.num_entities)
     ratio = degree * index.num_entities / degree.sum()
     ratio = 0.5 + 0.5 * ratio if distribution == "mix" else ratio

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from jobi_tf.distributed.sharding import (
+from jobi_tf.models.sharding import (
     INIT_CHUNK_ROWS,
     ShardedLazyAdagrad,
     ShardedLazyAdam,

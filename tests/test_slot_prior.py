@@ -9,12 +9,12 @@ import pytest
 import tensorflow as tf
 
 from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
-from jobi_tf.config.checks import check
+from jobi_tf.contracts.scored_batch import ScoredBatch
 from jobi_tf.data.index import index_from_ids
 from jobi_tf.evaluation.ranking import FilteredEvaluator, tie_ranks
 from jobi_tf.models import JoBiModel
-from jobi_tf.models.scored_batch import ScoredBatch
 from jobi_tf.models.slot_prior import SlotPrior, slot_log_counts, untrained_loss
+from jobi_tf.regimes.checks import check
 from jobi_tf.runtime.errors import ConfigError
 
 E, R = 12, 3
@@ -225,7 +225,8 @@ def test_a_run_that_learns_nothing_beyond_the_prior_warns_against_the_priors_own
     import json
     import logging
 
-    from jobi_tf.runtime.runs import RunFolder
+    from jobi_tf.api.run import restore_model
+    from jobi_tf.config.runs import RunFolder
     from jobi_tf.training.trainer import load_data, train
 
     caplog.set_level(logging.WARNING)
@@ -238,7 +239,7 @@ def test_a_run_that_learns_nothing_beyond_the_prior_warns_against_the_priors_own
     assert warning["uniform_loss"] == pytest.approx(prior_loss, rel=1e-6)
     assert abs(warning["triple_loss"] - prior_loss) < 0.01 * prior_loss < 2 * math.log(index.num_entities)
     assert result.metrics["valid"]["mrr"] > 0.05  # the counts rank far above chance (1 / 200 entities)
-    model = RunFolder(tmp_path / "run").restore_model()
+    model = restore_model(RunFolder(tmp_path / "run"))
     np.testing.assert_allclose(
         model.slot_log_counts.numpy(), slot_log_counts(index.train, index.num_entities, index.num_relations)
     )

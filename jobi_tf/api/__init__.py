@@ -11,7 +11,7 @@ Everything the CLI does, from Python, without reading internal modules::
     run = jobi_tf.load_run(run.path)                  # later, from the run folder alone
     jobi_tf.advise(data, hours=1).command             # 1-vs-all or sampled JoBi, for this CPU
 
-A `Run` is a run folder (`jobi_tf.runtime.runs.RunFolder`) with its model loaded. Predictions go
+A `Run` is a run folder (`jobi_tf.config.runs.RunFolder`) with its model loaded. Predictions go
 through the export's `jobi_tf.export.scorer_module.TripleScorerModule`, so Python and TensorFlow Serving
 answer with the same code. Errors name the config field (``batch_size``), not a CLI flag.
 """
@@ -27,8 +27,8 @@ from typing import Any
 from jobi_tf.api.data import SYNTHETIC, Dataset, load_dataset, python_errors
 from jobi_tf.api.run import Embeddings, Run, load_run
 from jobi_tf.config import DataConfig, RunConfig, with_settings
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.triples import write_triples
-from jobi_tf.runtime.runs import RunFolder
 from jobi_tf.runtime.types import SPLITS
 from jobi_tf.training.advice import Advice
 from jobi_tf.training.presets import apply_preset

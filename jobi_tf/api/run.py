@@ -1,6 +1,6 @@
 """`Run` and `load_run`: a trained run as an object: evaluate, ask top-k by name, export.
 
-A `Run` is a run folder (`jobi_tf.runtime.runs.RunFolder`) with its model loaded. Predictions go
+A `Run` is a run folder (`jobi_tf.config.runs.RunFolder`) with its model loaded. Predictions go
 through the export's `jobi_tf.export.scorer_module.TripleScorerModule`, so Python and TensorFlow
 Serving answer with the same code.
 """
@@ -17,10 +17,10 @@ import numpy as np
 
 from jobi_tf.api.data import Dataset, load_dataset, python_errors
 from jobi_tf.config import EvalConfig, ExportConfig, RunConfig
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.runtime.errors import JobiError
-from jobi_tf.runtime.runs import RunFolder
 
-__all__ = ["Run", "Embeddings", "Answers", "load_run"]
+__all__ = ["Run", "Embeddings", "Answers", "load_run", "restore_model"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,4 +242,24 @@ def load_run(path: str | os.PathLike[str], *, data: Dataset | None = None) -> Ru
     config = folder.read_config()
     if data is not None:
         folder.check_vocabs(data.entities, data.relations)
-    return Run(folder, config, folder.restore_model(config), data)
+    return Run(folder, config, restore_model(folder, config), data)
+
+
+def restore_model(folder: RunFolder, cfg: RunConfig | None = None):
+    """The run's `JoBiModel` with its best weights, built from the folder alone.
+
+    Why here and not on `RunFolder`: the folder sits with the config, below the model;
+    loading weights into a model needs the model and the checkpoint format, above it.
+    """
+    from jobi_tf.models import JoBiModel
+    from jobi_tf.runtime.rng import caller_random_state_kept
+    from jobi_tf.training.checkpoints import load_weights  # imports TensorFlow
+
+    cfg = cfg or folder.read_config()
+    if not folder.best_weights.exists():
+        raise JobiError(f"{folder.path}: no best.weights.npz yet (no validation has run)")
+    entities, relations = folder.read_vocabs()
+    with caller_random_state_kept():  # the initial draws are overwritten by the weights
+        model = JoBiModel.from_run_config(cfg, len(entities), len(relations))
+    load_weights(folder.best_weights, model)
+    return model

@@ -1,12 +1,14 @@
 """The sections of a run's config, one frozen dataclass per stage: data, sampler, model,
 training, evaluation (`jobi_tf.config.RunConfig` composes them; the sampler's lives in
-`jobi_tf.config.sampler`, where it runs in `jobi_tf.config.distribution`)."""
+`jobi_tf.config.sampler`, evaluation's in `jobi_tf.config.evaluation`, where it runs in
+`jobi_tf.config.distribution`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+from jobi_tf.config.evaluation import EvalConfig
 from jobi_tf.config.fields import (
     INITS,
     LAZY_MIN_ROWS,
@@ -15,9 +17,7 @@ from jobi_tf.config.fields import (
     MODELS,
     MONITORS,
     OPTIMIZERS,
-    RANK_TYPES,
     REGULARIZERS,
-    RESTRICTS,
     _choice,
     _positive_float,
     _positive_int,
@@ -277,7 +277,7 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        # Which loss, regularizer and regime read which field is checked by jobi_tf.config.checks.
+        # Which loss, regularizer and regime read which field is checked by jobi_tf.regimes.checks.
         _choice("loss", self.loss, LOSSES)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
@@ -304,64 +304,3 @@ class TrainConfig:
         _probability("replay", self.replay)
         if self.init_from is not None and not str(self.init_from).strip():
             raise ConfigError("init_from", "must name a run folder. Received: ''")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class EvalConfig:
-    """Filtered ranking.
-
-    Attributes:
-        eval_batch_size: queries scored per matmul.
-        chunk_size: entities per score block; bounds memory at
-            ``eval_batch_size * chunk_size`` floats.
-        rank_type: how ties count; ``realistic`` is the mean of optimistic and pessimistic.
-        restrict: ``slots`` ranks only the entities seen in the asked slot of the relation in
-            training (`jobi_tf.evaluation.ranking`); ``soft-slots`` also those the pair head places
-            in that slot with probability ``σ(pair score) >= pair_threshold`` (a joint model's
-            guess for entities new to the slot); ``none`` ranks every entity (the standard protocol).
-        pair_threshold: the pair-head probability from which ``soft-slots`` admits an entity.
-        valid_sample: validate on this many validation triples, a fixed sample (0: all);
-            `jobi_tf.evaluation.ranking.validation_sample` draws it.
-        valid_dtype: the validation products' dtype (``auto``: resolved when the run starts,
-            as ``--matmul-dtype auto`` is); the test set is always ranked in float32.
-    """
-
-    eval_batch_size: int = setting(1000, "Queries per score block.")
-    chunk_size: int = setting(100_000, "Entities per score block.")
-    rank_type: str = setting(
-        "realistic", "How ties count: realistic is the mean of optimistic and pessimistic.", choices=RANK_TYPES
-    )
-    restrict: str = setting(
-        "none",
-        "slots: rank only the entities seen in that slot of the relation in training (type-aware answers); "
-        "an answer never seen there counts as missed. soft-slots: also the entities a joint model's pair head "
-        "places in the slot.",
-        choices=RESTRICTS,
-    )
-    valid_sample: int = setting(
-        0,
-        "Validate on a fixed sample of N validation triples, the same for every run of the graph (0: all of "
-        "them); the test set is always ranked whole.",
-        metavar="N",
-    )
-    valid_dtype: str = setting(
-        "float32",
-        "dtype of the products that rank validation queries. bfloat16: bfloat16-rounded rows and scores, about "
-        "2x faster on CPUs with AVX512-BF16 (a close approximation of the float32 ranks); auto: bfloat16 on such "
-        "a CPU, else float32. The test set is always ranked in float32.",
-        choices=MATMUL_DTYPE_CHOICES,
-    )
-    pair_threshold: float = setting(
-        0.99,
-        "With --restrict soft-slots: the pair-head probability from which an entity counts as fitting the slot "
-        "(a JoBi pair head is confident: on FB15k-237 0.5 admits nearly every entity).",
-    )
-
-    def __post_init__(self) -> None:
-        _positive_int("eval_batch_size", self.eval_batch_size)
-        _positive_int("chunk_size", self.chunk_size)
-        _choice("rank_type", self.rank_type, RANK_TYPES)
-        _choice("restrict", self.restrict, RESTRICTS)
-        _positive_int("valid_sample", self.valid_sample, minimum=0)
-        _choice("valid_dtype", self.valid_dtype, MATMUL_DTYPE_CHOICES)
-        _probability("pair_threshold", self.pair_threshold)

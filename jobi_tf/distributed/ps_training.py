@@ -1,7 +1,7 @@
 """``--strategy parameter-server``: tables row-sharded over parameter servers, steps run by workers.
 
 Why a loop of our own: Keras 3's ``fit`` does not drive TensorFlow's ``ClusterCoordinator``,
-and Keras variables and optimizers cannot hold sharded tables (`jobi_tf.distributed.sharding`). Everything
+and Keras variables and optimizers cannot hold sharded tables (`jobi_tf.models.sharding`). Everything
 else is the single-device run's: the model (`JoBiModel` with ``table_shards``), its objectives,
 the sampler, the callbacks (validation, early stopping, checkpoints, TensorBoard, stop on
 signals), the run folder and the checkpoint format.
@@ -34,10 +34,11 @@ import re
 import keras
 import tensorflow as tf
 
-from jobi_tf.config import RunConfig, checks
+from jobi_tf.config import RunConfig
 from jobi_tf.data.index import KGIndex
-from jobi_tf.distributed.sharding import make_sharded_optimizer
 from jobi_tf.models import JoBiModel
+from jobi_tf.models.sharding import make_sharded_optimizer
+from jobi_tf.regimes import checks
 from jobi_tf.runtime.errors import JobiError
 from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.pipelines import NegativeSampler, epoch_order, steps_per_epoch
@@ -56,7 +57,7 @@ def is_parameter_server(strategy: tf.distribute.Strategy) -> bool:
 
 
 #: Refuse, before anything is written, what sharded tables cannot train (kept with every
-#: other check in `jobi_tf.config.checks`).
+#: other check in `jobi_tf.regimes.checks`).
 check_config = checks.check_parameter_server
 
 
@@ -105,7 +106,7 @@ class ShardedTrainer:
 
     Args:
         model: a `JoBiModel` with ``table_shards``, built in the strategy's scope.
-        optimizer: its `jobi_tf.distributed.sharding` optimizer.
+        optimizer: its `jobi_tf.models.sharding` optimizer.
         strategy: the ``ParameterServerStrategy`` they were built in.
         index: the graph.
         cfg: the run's config (sampler, seed).
@@ -242,7 +243,7 @@ def task_of_tf_config() -> tuple[str, int] | None:
         return str(task["type"]), int(task.get("index", 0))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise JobiError(
-            "$TF_CONFIG: 'task' must give a 'type' and an 'index' (see README, 'Several machines')"
+            "$TF_CONFIG: 'task' must give a 'type' and an 'index' (see docs/distributed.md, 'Several machines')"
         ) from None
 
 

@@ -128,7 +128,9 @@ def _tf_config_cluster(name: str) -> dict:
     try:
         cluster = json.loads(raw)["cluster"]
     except (ValueError, KeyError, TypeError):
-        raise JobiError("$TF_CONFIG: not JSON with a 'cluster' entry (see README, 'Several machines')") from None
+        raise JobiError(
+            "$TF_CONFIG: not JSON with a 'cluster' entry (see docs/distributed.md, 'Several machines')"
+        ) from None
     if not isinstance(cluster, dict) or not cluster:
         raise JobiError("$TF_CONFIG: 'cluster' must map task types to address lists")
     return cluster

@@ -40,7 +40,8 @@ import numpy as np
 from jobi_tf.config import EvalConfig
 from jobi_tf.data.index import CSR, KGIndex
 from jobi_tf.data.keys import pack, sorted_contains
-from jobi_tf.evaluation.block_ranking import BlockCounts, BlockRanker, entity_blocks
+from jobi_tf.evaluation.block_ranking import BlockRanker
+from jobi_tf.evaluation.counts import BlockCounts, entity_blocks
 from jobi_tf.models.tables import pair_score_threshold
 from jobi_tf.runtime.errors import ConfigError
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL

@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import ExportConfig
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.index import CSR, heads_by_query, relations_by_pair, slot_sets, tails_by_query
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.datasets.loading import load_index
@@ -32,7 +33,6 @@ from jobi_tf.evaluation.calibration import Calibration
 from jobi_tf.export.scorer_module import TripleScorerModule, scorer_module
 from jobi_tf.models import JoBiModel
 from jobi_tf.runtime.errors import ExportError
-from jobi_tf.runtime.runs import RunFolder
 from jobi_tf.serving.contract import (
     DEFAULT_SIGNATURE,
     METADATA_FILE,
@@ -267,7 +267,7 @@ def export_run(
     base_dir: str | os.PathLike[str],
     cfg: ExportConfig | None = None,
     *,
-    model: JoBiModel | None = None,
+    model: JoBiModel,
     train_triples: np.ndarray | None = None,
 ) -> ExportResult:
     """Export the best weights of a run folder, with its calibration if it has one: what
@@ -275,13 +275,12 @@ def export_run(
 
     Only the run folder is read, unless ``cfg.filter_known`` or ``cfg.typed`` asks for the
     training facts: then the run's data is loaded too (and must still be where
-    ``config.json`` says), unless ``train_triples`` gives them. ``model``: the run's model
-    already restored (else restored from the folder).
+    ``config.json`` says), unless ``train_triples`` gives them. ``model``: the run's model,
+    restored by the caller (`jobi_tf.api.run.restore_model`: loading weights sits above export).
     """
     cfg = cfg or ExportConfig()
     folder = RunFolder(run_dir)
     run_cfg = folder.read_config()
-    model = model if model is not None else folder.restore_model(run_cfg)
     entities, relations = folder.read_vocabs()
     if (cfg.filter_known or cfg.typed) and train_triples is None:
         data_entities, data_relations, index = load_index(run_cfg.data, seed=run_cfg.seed)

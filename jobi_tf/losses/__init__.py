@@ -1,12 +1,12 @@
 """The triple head's losses (``--loss``): one module each, named by its file.
 
 ``full_softmax.py`` is ``--loss full-softmax`` (`jobi_tf.runtime.plugins`): an
-`jobi_tf.models.objectives.Objective` subclass bound to the module's ``LOSS``. The class says which
+`jobi_tf.contracts.objectives.Objective` subclass bound to the module's ``LOSS``. The class says which
 regime trains it (``regime``: sampled negatives, 1-vs-all or k-vs-all, `jobi_tf.regimes`),
 which features it reads and which `jobi_tf.config.TrainConfig` fields it takes
 (``options``); a new loss is a new module here and nothing else. The pair head's loss
-(`jobi_tf.models.objectives.PairBCE`) and relation prediction are not ``--loss`` choices: they
-live in `jobi_tf.models.objectives`.
+(`jobi_tf.contracts.objectives.PairBCE`) and relation prediction are not ``--loss`` choices: they
+live in `jobi_tf.contracts.objectives`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from jobi_tf.runtime import plugins
 
 if TYPE_CHECKING:
     from jobi_tf.config import RunConfig
-    from jobi_tf.models.objectives import Objective
+    from jobi_tf.contracts.objectives import Objective
 
 __all__ = ["names", "loss_class", "get", "name_of", "check"]
 
@@ -40,7 +40,7 @@ def get(name: str | Objective, **settings: Any) -> Objective:
         ValueError: a setting moved from its off value that this loss does not take (the
             message names the losses that do).
     """
-    from jobi_tf.models.objectives import Objective  # (the base class imports TensorFlow)
+    from jobi_tf.contracts.objectives import Objective  # (the base class imports TensorFlow)
 
     if isinstance(name, Objective):
         return name

@@ -7,8 +7,8 @@ import math
 import keras
 import tensorflow as tf
 
-from jobi_tf.models.objectives import ONE_VS_ALL, TRIPLE_HEAD, Objective, replica_share
-from jobi_tf.models.scored_batch import ScoredBatch
+from jobi_tf.contracts.objectives import ONE_VS_ALL, TRIPLE_HEAD, Objective, replica_share
+from jobi_tf.contracts.scored_batch import ScoredBatch
 from jobi_tf.runtime.types import HEAD, TAIL
 
 __all__ = ["FullSoftmax"]

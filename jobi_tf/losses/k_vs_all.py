@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from jobi_tf.models.objectives import K_VS_ALL, TRIPLE_HEAD, Objective, replica_share
-from jobi_tf.models.scored_batch import ScoredBatch
+from jobi_tf.contracts.objectives import K_VS_ALL, TRIPLE_HEAD, Objective, replica_share
+from jobi_tf.contracts.scored_batch import ScoredBatch
 
 __all__ = ["KvsAll"]
 

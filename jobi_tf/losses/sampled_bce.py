@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from jobi_tf.models.objectives import SAMPLED, Objective, replica_share
-from jobi_tf.models.scored_batch import ScoredBatch
+from jobi_tf.contracts.objectives import SAMPLED, Objective, replica_share
+from jobi_tf.contracts.scored_batch import ScoredBatch
 
 __all__ = ["SampledBCE"]
 
@@ -22,7 +22,7 @@ class SampledBCE(Objective):
     Why offered beside the softmax: it is the default of PBG-style and DGL-KE-style trainers,
     so a comparison with them can train the same loss; each negative's gradient does not
     depend on the others' scores, as it does in a softmax. With ``--joint`` the pair head
-    trains JoBi's `jobi_tf.models.objectives.PairBCE` over the same candidates.
+    trains JoBi's `jobi_tf.contracts.objectives.PairBCE` over the same candidates.
     """
 
     regime = SAMPLED

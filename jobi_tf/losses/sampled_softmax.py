@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from jobi_tf.models.objectives import MASKED_LOGIT, SAMPLED, TRIPLE_HEAD, Objective
-from jobi_tf.models.scored_batch import ScoredBatch
+from jobi_tf.contracts.objectives import MASKED_LOGIT, SAMPLED, TRIPLE_HEAD, Objective
+from jobi_tf.contracts.scored_batch import ScoredBatch
 
 __all__ = ["SampledSoftmax"]
 

@@ -1,9 +1,10 @@
 """The model stage: scorers (`scorers/`, one module per ``--model``), the tables and their
-queries (`tables`), what the heads are trained to do (`objectives`, over the scores a batch
-shares: `scored_batch`) and the JoBi Keras model (`jobi`).
+queries (`tables`), row-sharded tables for parameter servers (`sharding`) and the JoBi Keras
+model (`jobi`). What its heads are trained to do, and the scores they share, are contracts
+below it (`jobi_tf.contracts`).
 
-The names below load on first use, so that importing one module of this package (the
-sampler reads `objectives`' constants) does not build the model's whole import chain.
+The names below load on first use, so that importing one module of this package (evaluation
+reads `tables`) does not build the model's whole import chain.
 """
 
 import importlib

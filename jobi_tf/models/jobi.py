@@ -5,7 +5,7 @@ second relation table, only with ``joint=True``) learns whether a triple's (head
 relation) and (relation, tail) pairs both occur in training. Only the triple head is used
 for evaluation and export, so JoBi adds no parameters to the final model.
 
-Each head's objective (`jobi_tf.models.objectives`) says which logits ``call`` returns and how
+Each head's objective (`jobi_tf.contracts.objectives`) says which logits ``call`` returns and how
 ``compute_loss`` (Keras 3's own hook and signature) turns them into ``L_tri + alpha * L_bi``;
 the regularizer's penalty goes through ``add_loss``. Keras's ``train_step`` is kept as it is.
 """
@@ -17,16 +17,15 @@ import tensorflow as tf
 
 from jobi_tf import losses, regularizers
 from jobi_tf.config import MATMUL_DTYPES
-from jobi_tf.distributed.sharding import ShardedTable
+from jobi_tf.contracts import features as F
+from jobi_tf.contracts.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, reads_of, replica_share
+from jobi_tf.contracts.scored_batch import ScoredBatch
 from jobi_tf.models.base import DistributedModel
-from jobi_tf.models.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, replica_share
-from jobi_tf.models.scored_batch import ScoredBatch
 from jobi_tf.models.scorers import Scorer, get_scorer
+from jobi_tf.models.sharding import ShardedTable
 from jobi_tf.models.slot_prior import add_slot_prior
 from jobi_tf.models.tables import TableQueries, make_tables
 from jobi_tf.regularizers import Regularizer
-from jobi_tf.sampling import features as F
-from jobi_tf.sampling.batch_plan import reads_of
 
 __all__ = ["JoBiModel"]
 
@@ -52,12 +51,12 @@ class JoBiModel(TableQueries, DistributedModel):
             (its config then holds ``regularizer=None``: pass it again to ``from_config``).
         relation_penalty: with ``"n3"``, the factor on the relation rows' terms (`jobi_tf.config.TrainConfig`).
         loss: the triple head's objective: a name of `jobi_tf.losses` (``"sampled-softmax"``,
-            ``"full-softmax"``, ...) or an `jobi_tf.models.objectives.Objective` of your own (its
+            ``"full-softmax"``, ...) or an `jobi_tf.contracts.objectives.Objective` of your own (its
             config then holds ``loss=None``: pass it again to ``from_config``). The pair head
-            trains `jobi_tf.models.objectives.PairBCE` over the same candidates.
+            trains `jobi_tf.contracts.objectives.PairBCE` over the same candidates.
         label_smoothing: ε of the targets of the losses that take it (``full-softmax``, ``k-vs-all``).
         slot_weight: ``full-softmax`` only: extra weight of the asked slot's entities (0 = off).
-        relation_prediction: weight of the auxiliary `jobi_tf.models.objectives.RelationPrediction` loss.
+        relation_prediction: weight of the auxiliary `jobi_tf.contracts.objectives.RelationPrediction` loss.
         matmul_dtype: ``"float32"`` or ``"bfloat16"``: the dtype of the products that score every entity.
         slot_prior: w > 0 adds ``w ·`` the log counts of each entity in each relation's slots to
             every triple-head score (`jobi_tf.models.slot_prior`); its counts are filled by
@@ -66,10 +65,10 @@ class JoBiModel(TableQueries, DistributedModel):
             head query ``(?, r, t)`` is scored as the tail query ``(t, r⁻¹, ?)`` (Lacroix et
             al., 2018); sampled softmax then needs ``positive_corrupt_tail``.
         table_shards: 0 (default): the tables are Keras weights. N > 0: each is a
-            `jobi_tf.distributed.sharding.ShardedTable` (the entity table in N row blocks) on the parameter
+            `jobi_tf.models.sharding.ShardedTable` (the entity table in N row blocks) on the parameter
             servers of the ``ParameterServerStrategy`` scope, trained by `jobi_tf.distributed.ps_training`;
             sampled softmax only. Not in the config: the weights load into an unsharded model.
-        table_seed: the seed of the sharded tables' initial rows (`jobi_tf.distributed.sharding.glorot_blocks`).
+        table_seed: the seed of the sharded tables' initial rows (`jobi_tf.models.sharding.glorot_blocks`).
 
     Input: a feature dict from `jobi_tf.sampling.pipelines` with ``triples`` int32 ``[B, 3]`` and, for
     sampled softmax, ``candidates``, ``corrupt_tail``, optional ``shared_candidates`` and

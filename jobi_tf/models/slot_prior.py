@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from jobi_tf.models.objectives import ONE_VS_ALL
+from jobi_tf.contracts.objectives import ONE_VS_ALL
 from jobi_tf.runtime.errors import ConfigError
 
 __all__ = ["SlotPrior", "add_slot_prior", "slot_log_counts", "untrained_loss", "MAX_PRIOR_ENTRIES"]

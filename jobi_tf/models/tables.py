@@ -17,8 +17,8 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-from jobi_tf.distributed.sharding import ShardedTable, glorot_blocks
 from jobi_tf.models.scorers import Scorer
+from jobi_tf.models.sharding import ShardedTable, glorot_blocks
 from jobi_tf.runtime.types import HEAD, PAIR_HEAD, RELATION, TAIL, TRIPLE_HEAD
 
 __all__ = ["Queries", "TableQueries", "rows", "make_tables", "initializer", "pair_score_threshold"]

@@ -36,7 +36,7 @@ from typing import Any
 import keras
 
 from jobi_tf.config import LAZY_MIN_ROWS  # auto's threshold (bench/step_time_vs_size.py, docs/performance.md)
-from jobi_tf.optimizers._sparse import unique_rows as _unique_rows  # noqa: F401 (jobi_tf.distributed.sharding imports it)
+from jobi_tf.optimizers._sparse import unique_rows as _unique_rows  # noqa: F401 (jobi_tf.models.sharding imports it)
 from jobi_tf.optimizers.adagrad import LazyAdagrad  # (the built-ins' names, where they were before the folder)
 from jobi_tf.optimizers.adam import FusedAdam
 from jobi_tf.optimizers.lazy_adam import LazyAdam

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobi_tf.models.objectives import ONE_VS_ALL
+from jobi_tf.contracts.objectives import ONE_VS_ALL
 from jobi_tf.regimes import Regime
 from jobi_tf.runtime.errors import ConfigError
 

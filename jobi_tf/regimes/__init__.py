@@ -3,7 +3,7 @@
 Each module of this folder is one regime, named by its file (``k_vs_all.py`` is ``k-vs-all``;
 found as losses and regularizers are, `jobi_tf.runtime.plugins`): a `Regime` subclass bound to the
 module's ``REGIME``. The triple head's objective names its regime
-(`jobi_tf.models.objectives.Objective.regime`, so ``--loss`` picks it):
+(`jobi_tf.contracts.objectives.Objective.regime`, so ``--loss`` picks it):
 
 * ``sampled``: batches of training triples, each with sampled (biased) negatives and, for
   the pair head, their pair labels; an epoch visits every training triple once.
@@ -14,7 +14,7 @@ module's ``REGIME``. The triple head's objective names its regime
 
 A regime declares what it is (which settings it reads, whether negatives are sampled, what
 an epoch visits); the checks that follow from that live with every other check in
-`jobi_tf.config.checks` (`check` is that module's). What its batches hold is the run's
+`jobi_tf.regimes.checks` (`check` is that module's). What its batches hold is the run's
 `jobi_tf.sampling.batch_plan.BatchPlan`.
 """
 
@@ -26,9 +26,9 @@ import tensorflow as tf
 
 from jobi_tf import losses
 from jobi_tf.config import RunConfig
-from jobi_tf.config.checks import check
+from jobi_tf.contracts.objectives import SAMPLED, Objective
 from jobi_tf.data.index import KGIndex
-from jobi_tf.models.objectives import SAMPLED, Objective
+from jobi_tf.regimes.checks import check
 from jobi_tf.runtime import plugins
 from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.pipelines import EpochRows, steps_per_epoch, triple_batches
@@ -66,7 +66,7 @@ class Regime:
     @classmethod
     def check(cls, cfg: RunConfig) -> None:
         """Refuse, as a `jobi_tf.runtime.errors.ConfigError`, what this regime cannot train beyond what
-        its declarations imply (`jobi_tf.config.checks` runs this last)."""
+        its declarations imply (`jobi_tf.regimes.checks` runs this last)."""
 
 
 def names() -> tuple[str, ...]:

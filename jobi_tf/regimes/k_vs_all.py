@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobi_tf.models.objectives import K_VS_ALL
+from jobi_tf.contracts.objectives import K_VS_ALL
 from jobi_tf.regimes import Regime
 from jobi_tf.sampling.pipelines import TrainingQueries, query_batches, query_steps_per_epoch
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobi_tf.models.objectives import SAMPLED
+from jobi_tf.contracts.objectives import SAMPLED
 from jobi_tf.regimes import Regime
 
 __all__ = ["Sampled", "REGIME"]

@@ -5,7 +5,7 @@ Each module of this folder is one regularizer, named by its file (``n3.py`` is
 ``REGULARIZER``. A new one is a new module here and nothing else: the flag, ``config.json``,
 the model and every regime pick it up.
 
-A regularizer sees the batch's `jobi_tf.models.scored_batch.Factors` (the positive's head and tail
+A regularizer sees the batch's `jobi_tf.contracts.scored_batch.Factors` (the positive's head and tail
 rows, the relation rows its scores used, the sampled candidates' rows) and returns one value
 per positive; the model weighs their mean by ``--regularization`` (kbc's ``Regularizer``
 consumes its model's factors the same way).
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from jobi_tf.config import RunConfig
-    from jobi_tf.models.scored_batch import Factors
+    from jobi_tf.contracts.scored_batch import Factors
 
 __all__ = ["Regularizer", "get", "names", "check"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from jobi_tf.models.scored_batch import Factors
+from jobi_tf.contracts.scored_batch import Factors
 from jobi_tf.regularizers import Regularizer
 from jobi_tf.runtime.errors import ConfigError
 
@@ -24,7 +24,7 @@ class DURA(Regularizer):
     plain N3 does not, and lifts ComplEx on FB15k-237 to 0.371 test MRR in the paper (rank
     2000, weight 0.05 per kbc example).
 
-    The sum runs over the relation rows the scores used (`jobi_tf.models.scored_batch.Factors`): with
+    The sum runs over the relation rows the scores used (`jobi_tf.contracts.scored_batch.Factors`): with
     1-vs-all and ``reciprocal``, ``r`` and ``r⁻¹``, the two examples kbc's doubled data make
     of one triple. The 1-vs-all loss sums the same two directions per positive, so the
     paper's weights (kbc's, per example) carry over unchanged.

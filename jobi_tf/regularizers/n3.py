@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from jobi_tf.models.scored_batch import Factors
+from jobi_tf.contracts.scored_batch import Factors
 from jobi_tf.regularizers import Regularizer
 
 __all__ = ["N3"]

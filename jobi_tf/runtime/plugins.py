@@ -4,7 +4,7 @@
 folder adds the name to its flag (``--loss``), ``config.json`` and `jobi_tf.api` at once, with
 no registry to edit. A module is a plug-in when it binds its class to the kind's attribute
 (``LOSS``, ``REGULARIZER``, ``SCORER``, ``OPTIMIZER``: `KINDS`); other modules of the folder
-(``base.py``, ``_sparse.py``) are helpers. The class may list in ``options`` the settings it
+(``_sparse.py``) are helpers. The class may list in ``options`` the settings it
 takes as constructor keywords, and may refuse a run in a ``check(cfg)`` classmethod.
 
 Why names come from file names: the config layer and ``jobi-tf train --help`` need the

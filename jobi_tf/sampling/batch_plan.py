@@ -7,26 +7,20 @@ the model's objectives read and the pair head's ``pair_every``. The sampler
 features; the model is checked against the plan (`BatchPlan.check_model`) and the pipeline's
 element spec against the plan's shapes (`BatchPlan.check_batches`) when the run is built, so
 a disagreement is one line at start-up, not a shape error inside the loss. The features
-themselves (dtype, shape, writer) are `jobi_tf.sampling.features`.
+themselves (dtype, shape, writer) are `jobi_tf.contracts.features`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 
 from jobi_tf import losses
 from jobi_tf.config import RunConfig, SamplerConfig
-from jobi_tf.models.objectives import K_VS_ALL, ONE_VS_ALL, SAMPLED, Objective, PairBCE
+from jobi_tf.contracts import features as F
+from jobi_tf.contracts.objectives import K_VS_ALL, ONE_VS_ALL, SAMPLED, PairBCE, reads_of
 from jobi_tf.runtime.types import PAIR_HEAD
-from jobi_tf.sampling import features as F
 
-__all__ = ["BatchPlan", "reads_of"]
-
-
-def reads_of(objectives: Iterable[Objective]) -> frozenset[str]:
-    """The features ``objectives`` read besides ``triples``: what a model asks of its batches."""
-    return frozenset(f for o in objectives for f in o.features)
+__all__ = ["BatchPlan"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +162,7 @@ class BatchPlan:
         return [F.QUERY_IS_TAIL, F.ANSWER_LABELS] + ([F.QUERY_PAIR_LABELS] if F.QUERY_PAIR_LABELS in self.reads else [])
 
     def sizes(self, num_entities: int | None = None) -> dict[str, int | None]:
-        """The value of each symbol of the features' shapes (`jobi_tf.sampling.features`)."""
+        """The value of each symbol of the features' shapes (`jobi_tf.contracts.features`)."""
         b, k, k_b = self.sampler.batch_size, self.sampler.neg, self.biased_count
         c, c_b, n = self.shared or None, self.biased_chunk or None, self.pair_every
         return {
@@ -192,7 +186,7 @@ class BatchPlan:
 
     def row_units(self) -> dict[str, int]:
         """For each setting that groups positives, the positives one row stands for, by flag
-        name: a replica's slice of the batch must hold whole groups (`jobi_tf.config.checks`)."""
+        name: a replica's slice of the batch must hold whole groups (`jobi_tf.regimes.checks`)."""
         units = {"batch_size": 1}
         rows = {f.rows for f in self.features()}
         if F.CHUNK in rows:

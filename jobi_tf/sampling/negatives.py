@@ -19,9 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import SamplerConfig
+from jobi_tf.contracts import features as F
 from jobi_tf.data.index import CSR, KGIndex
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL
-from jobi_tf.sampling import features as F
 from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.slot_membership import DENSE_MEMBERSHIP_BYTES, SlotMembership
 
@@ -260,7 +260,7 @@ class NegativeSampler:
 
     def _shared_pair_labels(self, rel, side, own_cand, own_tail, out, shared_tail) -> tf.Tensor:
         """``pair_labels`` of a shared batch: the rows of the pair head's positives only (every
-        n-th; n divides every chunk, `jobi_tf.config.checks`), own candidates then shared."""
+        n-th; n divides every chunk, `jobi_tf.regimes.checks`), own candidates then shared."""
         plan = self.plan
         n, c_b = plan.pair_every, plan.biased_chunk
         own_side, shared_side = (side, side) if side is not None else (own_tail, shared_tail)

@@ -22,10 +22,10 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import SamplerConfig
+from jobi_tf.contracts import features as F
+from jobi_tf.contracts.objectives import SAMPLED
 from jobi_tf.data.index import KGIndex
-from jobi_tf.models.objectives import SAMPLED
 from jobi_tf.runtime.errors import ConfigError
-from jobi_tf.sampling import features as F
 from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.negatives import DENSE_SLOT_TABLE_BYTES, NegativeSampler
 
@@ -165,7 +165,7 @@ def triple_batches(
         rows: the training triples each epoch visits (default: all of them).
 
     Returns:
-        ``tf.data.Dataset`` of feature dicts (`jobi_tf.sampling.features`), ``steps_per_epoch``
+        ``tf.data.Dataset`` of feature dicts (`jobi_tf.contracts.features`), ``steps_per_epoch``
         batches per epoch, prefetched; its element spec is checked against ``plan``.
     """
     batch = plan.sampler.batch_size
@@ -226,7 +226,7 @@ def _epoch_pool(num_train: int, seed: int, rows: EpochRows | None):
 @dataclasses.dataclass(frozen=True)
 class TrainingQueries:
     """Every distinct training query, ``(h, r, ?)`` then ``(?, r, t)``, with its training
-    answers: the examples of k-vs-all training (`jobi_tf.models.objectives.KvsAll`).
+    answers: the examples of k-vs-all training (`jobi_tf.contracts.objectives.KvsAll`).
 
     Attributes:
         triples: int32 ``(Q, 3)``: a training triple of each query (the query and its first

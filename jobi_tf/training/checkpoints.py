@@ -69,7 +69,7 @@ def _write_npy(f, value, name: str = "array") -> None:
 
 
 def _variables(model: keras.Model, optimizer) -> dict[str, object]:
-    """Checkpoint name → variable (or `jobi_tf.distributed.sharding.ShardedTable`, written a block at a time).
+    """Checkpoint name → variable (or `jobi_tf.models.sharding.ShardedTable`, written a block at a time).
 
     A sharded table is stored under the path the same table has as a Keras weight, so the
     weights of a parameter-server run load into an unsharded model.
@@ -79,7 +79,7 @@ def _variables(model: keras.Model, optimizer) -> dict[str, object]:
     if isinstance(optimizer, keras.optimizers.Optimizer):
         # Slot names embed the model's name; their order is fixed by the model's weights.
         out.update({f"optimizer/{i:04d}": v for i, v in enumerate(optimizer.variables)})
-    elif optimizer is not None:  # a jobi_tf.distributed.sharding optimizer: slots by table path
+    elif optimizer is not None:  # a jobi_tf.models.sharding optimizer: slots by table path
         out.update({f"optimizer/{name}": v for name, v in optimizer.variables().items()})
     return out
 

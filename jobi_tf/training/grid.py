@@ -50,8 +50,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobi_tf.config import VARIANTS, RunConfig, variant_name
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.runtime.atomic import write_text_atomic
-from jobi_tf.runtime.runs import RunFolder
 from jobi_tf.training.grid_spec import SELECT_METRICS, Cell, GridSpec, Search, load_spec
 
 __all__ = ["GridSpec", "Cell", "Search", "load_spec", "run_grid", "summarize", "variant_name", "VARIANTS"]

@@ -24,12 +24,12 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import RunConfig
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.index import KGIndex
 from jobi_tf.data.keys import pack, sorted_contains
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.datasets.loading import load_index
 from jobi_tf.runtime.errors import ConfigError, JobiError
-from jobi_tf.runtime.runs import RunFolder
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL
 
 __all__ = ["GrowthPlan", "plan_growth", "carry_over", "old_rows", "MUST_MATCH"]

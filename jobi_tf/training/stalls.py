@@ -11,7 +11,7 @@ been too). Two signs, each cheap, are read:
   ranking's MRR over the queries asked, so that a small sample's luck is not taken for
   learning. This holds for every regime, the sampled ones included;
 * the training loss is at the objective's uniform value: the loss when every candidate
-  scores the same (`jobi_tf.models.objectives.Objective.uniform_loss`; ``2 ln N`` for the full
+  scores the same (`jobi_tf.contracts.objectives.Objective.uniform_loss`; ``2 ln N`` for the full
   softmax, whose ``triple_loss`` sums a triple's tail and head softmaxes). The loss compared
   is ``triple_loss``, the triple head's own: the regularizer's penalty, the pair loss and
   relation prediction are logged apart and left out. It counts from `UNIFORM_SHARE` of the

@@ -1,6 +1,6 @@
 """Training runs: data → model → ``model.fit`` with callbacks → metrics.json.
 
-A run lives in a run folder (`jobi_tf.runtime.runs.RunFolder`: config, vocabularies, checkpoint,
+A run lives in a run folder (`jobi_tf.config.runs.RunFolder`: config, vocabularies, checkpoint,
 best weights, metrics, TensorBoard logs), which is enough to resume, evaluate or export it.
 
 The loop is Keras's own ``fit``; behaviour is added by callbacks: `EvaluationCallback`
@@ -23,7 +23,8 @@ import keras
 import tensorflow as tf
 
 from jobi_tf import regimes
-from jobi_tf.config import RunConfig, checks
+from jobi_tf.config import RunConfig
+from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.index import KGIndex
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.datasets.loading import load_index
@@ -33,18 +34,16 @@ from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
+from jobi_tf.regimes import checks
 from jobi_tf.runtime import plugins
 from jobi_tf.runtime.atomic import write_json_atomic
 from jobi_tf.runtime.errors import TrainingStopped
 from jobi_tf.runtime.rng import caller_random_state_kept
 from jobi_tf.runtime.runlock import RunLock
-from jobi_tf.runtime.runs import RunFolder
-from jobi_tf.runtime.tf_settings import choose_matmul_dtype, cpu_has_native_bfloat16
 from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.pipelines import EpochRows
 from jobi_tf.training import stalls, summaries
 from jobi_tf.training.callbacks import (
-    EvaluationCallback,
     LoopState,
     PeriodicCheckpoint,
     StopGuard,
@@ -55,6 +54,8 @@ from jobi_tf.training.callbacks import (
 from jobi_tf.training.checkpoints import load_checkpoint, load_weights, save_weights
 from jobi_tf.training.fitting import fit_what_is_left, keras_fit
 from jobi_tf.training.growth import carry_over, plan_growth
+from jobi_tf.training.products import check_matmul_dtype, resolve_dtypes
+from jobi_tf.training.validation import EvaluationCallback, validation_evaluator
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "build_model", "make_optimizer"]
 
@@ -130,9 +131,9 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     sharded = ps_training.is_parameter_server(strategy)
     checks.check(cfg)  # the settings as given
     # The settings left to the run (None, "auto") are chosen now, so config.json says what ran.
-    cfg = _resolve_matmul_dtype(regimes.resolve(cfg, num_replicas(strategy)))
+    cfg = resolve_dtypes(regimes.resolve(cfg, num_replicas(strategy)))
     checks.check_run(cfg, num_replicas(strategy), sharded)  # the chosen values, where they train
-    _check_matmul_dtype(cfg)  # at startup, before the data load
+    check_matmul_dtype(cfg)  # at startup, before the data load
     chief = is_chief(strategy)
     entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
     cfg = _resolve_optimizer(cfg, index.num_entities, sharded)
@@ -209,7 +210,7 @@ def _callbacks(
     train = cfg.train
     tensorboard = summaries.RunSummaries(RunFolder(run_dir).tensorboard, state) if chief else None
     validation = EvaluationCallback(
-        _validation_evaluator(cfg, evaluator),
+        validation_evaluator(cfg, evaluator),
         run_dir,
         train.eval_every,
         train.patience,
@@ -230,14 +231,6 @@ def _callbacks(
     if tensorboard is not None:
         callbacks.append(tensorboard)
     return callbacks, guard, validation
-
-
-def _validation_evaluator(cfg: RunConfig, evaluator: FilteredEvaluator) -> FilteredEvaluator:
-    """The evaluator validation ranks with: ``evaluator`` itself, or with ``--valid-dtype``
-    bfloat16 one of its own (the test set is ranked by ``evaluator``, in float32)."""
-    if cfg.eval.valid_dtype == "float32":
-        return evaluator
-    return FilteredEvaluator(evaluator.index, cfg.eval, evaluator.relation_labels, dtype=cfg.eval.valid_dtype)
 
 
 def _build_or_restore(cfg, run_dir, index, strategy, growth):
@@ -293,39 +286,6 @@ def _raise_if_stopped(run_dir: Path, model, state: LoopState, guard: StopGuard, 
             "rerun the same command to resume",
             exit_code=128 + guard.signal,
         )
-
-
-def _resolve_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> RunConfig:
-    """``cfg`` with ``--matmul-dtype auto`` and ``--valid-dtype auto`` replaced by their
-    choices (logged in one line each); validation's products run outside XLA."""
-    gpus = bool(tf.config.list_physical_devices("GPU"))
-    if cfg.eval.valid_dtype == "auto":
-        chosen = choose_matmul_dtype("auto", False, gpus, cpuinfo)
-        logger.info("--valid-dtype auto: %s", chosen)
-        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, valid_dtype=chosen))
-    if cfg.train.matmul_dtype != "auto":
-        return cfg
-    chosen = choose_matmul_dtype(cfg.train.matmul_dtype, cfg.train.jit_compile, gpus, cpuinfo)
-    logger.info("--matmul-dtype auto: %s", chosen)
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, matmul_dtype=chosen))
-
-
-def _check_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """Warn, in one line, when bfloat16 products will run on a CPU without bfloat16 arithmetic.
-
-    Why a warning and not a switch to float32: the dtype is part of what the run trains (its
-    config, its resumption, a comparison's like-for-like check), so it is the user's to
-    change; but a 20x slower step should not go unexplained. Returns whether it warned.
-    """
-    if cfg.train.matmul_dtype != "bfloat16" or tf.config.list_physical_devices("GPU"):
-        return False
-    if cpu_has_native_bfloat16(cpuinfo) is not False:
-        return False
-    logger.warning(
-        "--matmul-dtype bfloat16: this CPU has no bfloat16 dot products (no avx512_bf16 or amx_bf16 flag), "
-        "so each product runs about 20x slower than in float32; use --matmul-dtype float32 (or auto)"
-    )
-    return True
 
 
 def _jit_compile(cfg: RunConfig, strategy: tf.distribute.Strategy) -> bool:

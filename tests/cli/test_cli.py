@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -88,11 +89,52 @@ def test_presets_train_into_folders_of_their_own(tmp_path, monkeypatch):
         result = CliRunner().invoke(main, ["-q", "train", "--preset", preset, *tiny_flags(1), "--batch-size", "50"])
         assert result.exit_code == 0, result.output
         folders.append(json.loads(result.stdout.strip().splitlines()[-1])["run_dir"])
-    assert folders == [
+    # (The tiny graph's sizes differ from the presets': each name ends in their digest.)
+    assert [re.sub(r"-[0-9a-f]{6}$", "", f) for f in folders] == [
         "runs/synthetic-kbc-complex-base-reciprocal-p0-seed0",
         "runs/synthetic-kbc-fast-complex-base-reciprocal-p0-seed0",
     ]
     assert all((tmp_path / folder / "metrics.json").is_file() for folder in folders)
+
+
+def test_a_changed_setting_trains_into_a_folder_of_its_own_and_the_same_command_resumes(tmp_path, monkeypatch):
+    """Without ``--out``, a command that differs only in ``--dim`` gets a folder of its own
+    instead of being refused by the first one's; the first command, rerun, finds its folder."""
+    monkeypatch.chdir(tmp_path)
+
+    def train(*extra: str) -> dict:
+        result = CliRunner().invoke(main, ["-q", "train", *tiny_flags(1), *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    first, other = train(), train("--dim", "4")
+    assert first["run_dir"] != other["run_dir"]
+    assert all((tmp_path / run["run_dir"] / "metrics.json").is_file() for run in (first, other))
+    assert train() == first  # the same folder, its finished run's metrics returned unchanged
+
+
+@pytest.mark.parametrize(
+    ("extra", "same"),
+    [
+        ([], True),
+        (
+            ["--epochs", "5", "--patience", "1", "--checkpoint-steps", "9"],
+            True,
+        ),  # when to stop or save: not what trains
+        (["--dim", "200", "--neg", "100"], True),  # the defaults, given
+        (["--dim", "64"], False),
+        (["--neg", "50"], False),
+        (["--lr", "0.01"], False),
+    ],
+)
+def test_the_default_run_folder_names_what_differs_from_the_defaults(extra, same):
+    from jobi_tf.cli.train import config_from_command, default_run_folder
+
+    base = "runs/fb15k-237-complex-jobi-p0.3-seed0"
+    folder = str(default_run_folder(config_from_command(["--dataset", "fb15k-237", "--joint", "--p", "0.3", *extra])))
+    assert (folder == base) if same else re.fullmatch(re.escape(base) + "-[0-9a-f]{6}", folder), folder
+    folders = {str(default_run_folder(config_from_command(["--dim", "64", *flags]))) for flags in ([], ["--neg", "50"])}
+    assert len(folders) == 2  # and --neg beside --dim is a third run
 
 
 def test_reciprocal_train_evaluate_and_export(tmp_path):

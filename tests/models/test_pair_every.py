@@ -13,8 +13,8 @@ import tensorflow as tf
 from random_batches import sampled_batch
 
 from jobi_tf.config import RunConfig, with_settings
+from jobi_tf.contracts.scored_batch import ScoredBatch
 from jobi_tf.models import JoBiModel
-from jobi_tf.models.scored_batch import ScoredBatch
 from jobi_tf.regimes import check
 from jobi_tf.runtime.errors import ConfigError
 from jobi_tf.runtime.types import PAIR_HEAD

@@ -3,15 +3,15 @@
 ``complex.py`` is ``--model complex`` (`jobi_tf.runtime.plugins`): a `Scorer` subclass bound to the
 module's ``SCORER``, whose ``kind`` is that name. A new scorer is a new module here and
 nothing else: the flag, ``config.json``, the model, evaluation and export pick it up
-(docs/extending.md walks through ``tucker.py``). `base` holds the interface and the helpers
-scorers share.
+(docs/extending.md walks through ``tucker.py``). The interface they implement, with the helpers they
+share, is `jobi_tf.contracts.scorer` (a stage below the model: objectives and regularizers read it too).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobi_tf.models.scorers.base import Scorer, heads_against_own_rows
+from jobi_tf.contracts.scorer import Scorer, heads_against_own_rows
 from jobi_tf.models.scorers.complex import ComplEx  # (the built-ins' names, where they were before the folder)
 from jobi_tf.models.scorers.distmult import DistMult
 from jobi_tf.models.scorers.simple import SimplE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from jobi_tf.models.scorers.base import Scorer
+from jobi_tf.contracts.scorer import Scorer
 
 __all__ = ["SimplE"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from jobi_tf.models.scorers.base import Scorer
+from jobi_tf.contracts.scorer import Scorer
 from jobi_tf.runtime.errors import ConfigError
 
 __all__ = ["TuckER"]

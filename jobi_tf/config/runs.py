@@ -14,9 +14,10 @@ layout is written down once::
     RUN/data/                the splits, when the run was trained on in-memory triples
     RUN/calibration.json     per-relation Platt scaling (jobi-tf calibrate), used by the export
 
-A run folder is enough to rebuild the trained model (`RunFolder.restore_model`): the
+A run folder is enough to rebuild the trained model (`jobi_tf.api.run.restore_model`): the
 vocabularies give the table sizes and the weights are inside, so a run whose data folder
-has moved can still score, predict and export.
+has moved can still score, predict and export. It lives with the config because it is where
+a `RunConfig` is kept and compared on resume; loading its weights sits above the model.
 """
 
 from __future__ import annotations
@@ -95,21 +96,6 @@ class RunFolder:
         """The data's vocabularies must be the run's (ids index the tables)."""
         if Vocab.load(self.entities) != entities or Vocab.load(self.relations) != relations:
             raise CheckpointMismatchError(f"{self.path}: the dataset's vocabulary differs from the saved run's")
-
-    def restore_model(self, cfg: RunConfig | None = None):
-        """The run's `JoBiModel` with its best weights, built from the folder alone."""
-        from jobi_tf.models import JoBiModel
-        from jobi_tf.runtime.rng import caller_random_state_kept
-        from jobi_tf.training.checkpoints import load_weights  # imports TensorFlow
-
-        cfg = cfg or self.read_config()
-        if not self.best_weights.exists():
-            raise JobiError(f"{self.path}: no best.weights.npz yet (no validation has run)")
-        entities, relations = self.read_vocabs()
-        with caller_random_state_kept():  # the initial draws are overwritten by the weights
-            model = JoBiModel.from_run_config(cfg, len(entities), len(relations))
-        load_weights(self.best_weights, model)
-        return model
 
 
 def _first_difference(a: dict, b: dict, prefix: str = "") -> str:

@@ -1,6 +1,6 @@
 """The scores a batch's objectives share (`ScoredBatch`), computed once per batch.
 
-Objectives (`jobi_tf.models.objectives`) read candidate scores from a `ScoredBatch`, which computes
+Objectives (`jobi_tf.contracts.objectives`) read candidate scores from a `ScoredBatch`, which computes
 each kind of score at most once per batch for every head at the same time (one product over
 the stacked triple and pair queries), so two heads cost one pass over the candidate rows; it
 also records the rows those scores used (`Factors`), which the regularizer
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import tensorflow as tf
 
+from jobi_tf.contracts import features as F
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL, TRIPLE_HEAD
-from jobi_tf.sampling import features as F
 
 if TYPE_CHECKING:
-    from jobi_tf.models.scorers import Scorer
+    from jobi_tf.contracts.scorer import Scorer
 
 __all__ = ["ScoredBatch", "Factors", "ScoringModel", "CHUNK_FEATURES", "every_nth_positive"]
 
@@ -287,7 +287,7 @@ class ScoredBatch:
 
 
 #: Sampler features with one row per chunk or run of positives, not per positive
-#: (`jobi_tf.sampling.features`: their ``rows``).
+#: (`jobi_tf.contracts.features`: their ``rows``).
 CHUNK_FEATURES = tuple(f for f in F.FEATURES.values() if f.rows in (F.CHUNK, F.BIASED_RUN))
 
 

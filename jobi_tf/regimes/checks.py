@@ -88,7 +88,7 @@ def _check_reciprocal_sides(cfg: RunConfig) -> None:
 
 def _check_pair_every(cfg: RunConfig) -> None:
     """The pair head's every n-th positive keeps its chunk's candidates only when n divides
-    every chunk (`jobi_tf.models.scored_batch.every_nth_positive`)."""
+    every chunk (`jobi_tf.contracts.scored_batch.every_nth_positive`)."""
     every = cfg.train.pair_every
     if every == 1:
         return

@@ -6,7 +6,7 @@ tables and the queries and holds one objective per head. The triple head's objec
 the ``--loss`` choices, one module each in `jobi_tf.losses`; the pair head's `PairBCE` and
 the auxiliary `RelationPrediction` live here, beside the base class.
 
-Objectives read candidate scores from a `jobi_tf.models.scored_batch.ScoredBatch`, computed once per
+Objectives read candidate scores from a `jobi_tf.contracts.scored_batch.ScoredBatch`, computed once per
 batch for every head (re-exported here with `Factors`, as objectives and regularizers use them).
 
 Losses are reduced as Keras losses are: averaged over the batch and divided by the number of
@@ -16,15 +16,16 @@ hand-written ``reduce_mean`` would make them N times too large).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
 import keras
 import tensorflow as tf
 
-from jobi_tf.models.scored_batch import Factors, ScoredBatch, ScoringModel
+from jobi_tf.contracts import features as F
+from jobi_tf.contracts.scored_batch import Factors, ScoredBatch, ScoringModel
 from jobi_tf.runtime import plugins
 from jobi_tf.runtime.types import PAIR_HEAD, RELATION, TRIPLE_HEAD
-from jobi_tf.sampling import features as F
 
 if TYPE_CHECKING:
     from jobi_tf.config import RunConfig
@@ -38,6 +39,7 @@ __all__ = [
     "ScoringModel",
     "REGIME_NAMES",
     "replica_share",
+    "reads_of",
 ]
 
 #: Logit given to a sampled candidate that is not a negative (it equals the positive).
@@ -207,3 +209,8 @@ class RelationPrediction(Objective):
 def replica_share(value: tf.Tensor) -> tf.Tensor:
     """A per-replica batch mean → its share of the global mean (what Keras losses do)."""
     return value / tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, value.dtype)
+
+
+def reads_of(objectives: Iterable[Objective]) -> frozenset[str]:
+    """The features ``objectives`` read besides ``triples``: what a model asks of its batches."""
+    return frozenset(f for o in objectives for f in o.features)
