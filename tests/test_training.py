@@ -221,3 +221,21 @@ def test_validation_inside_epochs_ranks_the_sample_and_stops_early_there(tmp_pat
         state = json.loads(data["__state__"].tobytes().decode("utf-8"))
     assert (state["epoch"], state["step"]) == (1, 4)  # written by the validation that stopped the run
     assert train(cfg, tmp_path / "run", verbose=0).metrics == result
+
+
+def test_throughput_leaves_the_validations_inside_an_epoch_out(monkeypatch):
+    """Three 1-second steps with a 5-second validation after the first: 3 s of training."""
+    from jobi_tf.training import callbacks
+
+    clock, paused = iter([0.0, 1.0, 7.0, 8.0]), [0.0]
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: next(clock))
+    throughput = callbacks.Throughput(10, paused=lambda: paused[0])
+    throughput.set_params({"steps": 3})
+    throughput.on_epoch_begin(0)
+    throughput.on_train_batch_end(0)
+    paused[0] = 5.0  # a validation ran after step 1
+    throughput.on_train_batch_end(1)
+    throughput.on_train_batch_end(2)
+    logs = {}
+    throughput.on_epoch_end(0, logs)
+    assert logs["epoch_seconds"] == 3.0 and logs["positives_per_second"] == 10.0

@@ -171,20 +171,26 @@ class Throughput(keras.callbacks.Callback):
 
     Args:
         batch_size: positives per step.
+        paused: seconds spent so far in validations inside the epoch (``--eval-every-steps``),
+            left out of the clock; None: there are none.
     """
 
     WINDOW_POSITIVES = 75_000
 
-    def __init__(self, batch_size: int) -> None:
+    def __init__(self, batch_size: int, paused: Callable[[], float] | None = None) -> None:
         super().__init__()
         self.batch_size = batch_size
+        self.paused = paused
         self._marks: list[tuple[int, float]] = []  # (steps done in this fit's epoch, time)
 
+    def _now(self) -> float:
+        return time.perf_counter() - (self.paused() if self.paused is not None else 0.0)
+
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self._marks = [(0, time.perf_counter())]
+        self._marks = [(0, self._now())]
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self._marks.append((steps_done(self, batch), time.perf_counter()))
+        self._marks.append((steps_done(self, batch), self._now()))
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         steps, end = self._marks[-1]

@@ -223,7 +223,7 @@ def _callbacks(
         every_steps=train.eval_every_steps,
         on_validated=tensorboard.validation_scalars if tensorboard is not None and train.eval_every_steps else None,
     )
-    callbacks = [guard, Throughput(cfg.sampler.batch_size), validation]
+    callbacks = [guard, Throughput(cfg.sampler.batch_size, lambda: validation.seconds_inside), validation]
     if train.first_check_steps:
         callbacks.append(stalls.FirstCheck(train.first_check_steps, evaluator, stall, guard, announce))
     if train.checkpoint_steps:

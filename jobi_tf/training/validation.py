@@ -83,6 +83,7 @@ class EvaluationCallback(keras.callbacks.Callback):
         self._clock = (time.monotonic(), state.train_seconds)
         self._last = guard.step if guard is not None else 0
         self._stopped_inside = False  # early stopping at a validation inside this epoch
+        self.seconds_inside = 0.0  # this epoch's validations inside it (`Throughput` leaves them out)
 
     def elapsed(self) -> float:
         """Training seconds of this run, over every session that worked on it."""
@@ -92,6 +93,7 @@ class EvaluationCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._last = self.guard.step if self.guard is not None else 0  # after the guard's own
         self._stopped_inside = False
+        self.seconds_inside = 0.0
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         guard = self.guard
@@ -103,7 +105,9 @@ class EvaluationCallback(keras.callbacks.Callback):
         self._last = guard.step
         if any(isinstance(v, float) and not math.isfinite(v) for v in (logs or {}).values()):
             return
+        started = time.perf_counter()
         self._validate(guard.epoch, guard.step, dict(logs or {}))
+        self.seconds_inside += time.perf_counter() - started
         self._stopped_inside = bool(self.model.stop_training)
         if self._stopped_inside and self.write:  # else --checkpoint-steps' to write: a large graph's
             self.state.epoch, self.state.step = guard.epoch, guard.step  # checkpoint is gigabytes
