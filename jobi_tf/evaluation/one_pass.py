@@ -55,10 +55,12 @@ class OnePassCounter:
         return type(scorer).score_candidates is Scorer.score_candidates
 
     def product_table(self, table):
-        if self.dtype == "float32":
-            return table
-        dense = table if isinstance(table, (tf.Variable, tf.Tensor, np.ndarray)) else table[0 : table.shape[0]]
-        return tf.cast(dense, tf.bfloat16)
+        """The table as the tiles slice it: a tensor read once (a variable's slice would read the
+        whole variable again for every tile), cast to bfloat16 for bfloat16 products."""
+        if hasattr(table, "gather"):  # a sharded table: its own slices
+            return table if self.dtype == "float32" else tf.cast(table[0 : table.shape[0]], tf.bfloat16)
+        dense = tf.convert_to_tensor(table)
+        return dense if self.dtype == "float32" else tf.cast(dense, tf.bfloat16)
 
     def count(self, q, table, products, filtered, targets, blocks) -> BlockCounts | None:
         """The counts of one batch, or None where a target's score came out otherwise in its
