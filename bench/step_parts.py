@@ -1,0 +1,128 @@
+"""JoBi's step against the baseline's, cut in two parts, on graphs of different sizes.
+
+Why: JoBi's epoch costs 1.3–1.4× the baseline's on FB15k-237 and 2.6–3.0× at 1.85M entities,
+so a part of its step grows with the graph. A step is two parts that run one after the other
+on a core: the input pipeline (`jobi_tf.sampling`: negatives, biased pools, pair labels'
+membership tests) and the compiled train step (scores, losses, gradients, the optimizer's
+gathers and scatters on the tables). This script times each alone, for the baseline and JoBi,
+on each graph given:
+
+* ``pipeline``: batches per second of the tf.data pipeline alone (``--steps`` batches after
+  ten of warm-up), as training builds it;
+* ``compiled``: the compiled step on those batches, materialised beforehand (median of
+  ``--passes`` passes after two of warm-up).
+
+The same settings on every graph and both sides: ComplEx ``--dim``, 1000 positives × 100
+negatives, uniform ones shared by the batch, one corrupted side per positive, ``lazy-adam``
+0.001 (what ``--optimizer auto`` trains from 100,000 entities; on FB15k-237 auto would be dense
+Adam); JoBi with p 0.3, ``--biased-chunk 10`` and the pair head on every positive.
+
+Run:  python bench/step_parts.py --data-dir $JOBI_TF_DATA_DIR/fb15k-237 /work/data/replicated/K137
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import compiled_train_step, emit, peak_rss_gib, provenance, versions  # noqa: E402, I001
+
+import keras  # noqa: E402
+
+from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
+from jobi_tf.datasets.loading import load_index  # noqa: E402
+from jobi_tf.models import JoBiModel  # noqa: E402
+from jobi_tf.optimizers import make_optimizer  # noqa: E402
+from jobi_tf.sampling.pipelines import make_train_dataset  # noqa: E402
+
+VARIANTS = {"baseline": dict(p=0.0, biased_chunk=0), "jobi": dict(p=0.3, biased_chunk=10)}
+
+
+def time_parts(index, variant: str, args) -> dict:
+    joint = variant == "jobi"
+    cfg = SamplerConfig(
+        batch_size=1000, neg=100, shared_negatives=1000, corrupt_side="per-positive", **VARIANTS[variant]
+    )
+    stream = iter(make_train_dataset(index, cfg, seed=0, pair_labels=joint))
+    for _ in range(10):
+        next(stream)
+    start = time.perf_counter()
+    batches = [next(stream) for _ in range(args.steps)]
+    pipeline = (time.perf_counter() - start) / args.steps
+    keras.utils.set_random_seed(0)
+    model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint)
+    model.compile(optimizer=make_optimizer("lazy-adam", 0.001), jit_compile=True)
+    step = compiled_train_step(model)
+    for _ in range(2):
+        for batch in batches:
+            loss = step(batch)
+    passes = []
+    for _ in range(args.passes):
+        start = time.perf_counter()
+        for batch in batches:
+            loss = step(batch)
+        float(loss)
+        passes.append((time.perf_counter() - start) / len(batches))
+    del model
+    keras.backend.clear_session()
+    compiled = statistics.median(passes)
+    return {
+        "pipeline_ms": round(pipeline * 1e3, 2),
+        "compiled_ms": round(compiled * 1e3, 2),
+        "compiled_passes_ms": [round(p * 1e3, 2) for p in passes],
+        "sum_ms": round((pipeline + compiled) * 1e3, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", nargs="+", required=True, help="graph folders, smallest first")
+    parser.add_argument("--dim", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=100, help="batches timed")
+    parser.add_argument("--passes", type=int, default=5, help="timed passes of the compiled step")
+    args = parser.parse_args()
+    graphs = {}
+    for folder in args.data_dir:
+        _, _, index = load_index(DataConfig(data_dir=folder))
+        parts = {variant: time_parts(index, variant, args) for variant in VARIANTS}
+        ratio = {
+            key: round(parts["jobi"][key] / parts["baseline"][key], 3)
+            for key in ("pipeline_ms", "compiled_ms", "sum_ms")
+        }
+        graphs[folder] = {
+            "entities": index.num_entities,
+            "train": len(index.train),
+            **parts,
+            "jobi_over_baseline": ratio,
+        }
+        print(f"{folder}: {graphs[folder]}", file=sys.stderr)
+        del index
+    emit(
+        {
+            "bench": "step_parts",
+            "metric": "ms per step of the input pipeline and of the compiled step, baseline and JoBi",
+            "graphs": graphs,
+            "settings": {
+                "model": f"complex dim {args.dim}",
+                "batch_size": 1000,
+                "neg": 100,
+                "shared_negatives": 1000,
+                "corrupt_side": "per-positive",
+                "optimizer": "lazy-adam 0.001",
+                "variants": VARIANTS,
+                "steps": args.steps,
+                "passes": args.passes,
+            },
+            "peak_rss_gib": round(peak_rss_gib(), 2),
+            **provenance(__file__),
+            "versions": versions(),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()
