@@ -25,6 +25,7 @@ positive, reciprocal, ``row-adagrad`` 0.1); ``shared``: 1000 x 100 shared in one
 (dense Adam 0.001), one corrupted side per positive. JoBi with ``--biased-chunk 10`` in both.
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/op_profile.py --setting pbg --pair-every 10
+      (a larger graph: ``--data-dir /work/data/replicated/K137 --dim 100 --optimizer lazy-adam``)
 """
 
 from __future__ import annotations
@@ -50,9 +51,8 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
-from jobi_tf.config import SamplerConfig  # noqa: E402
-from jobi_tf.data.index import build_index  # noqa: E402
-from jobi_tf.data.triples import read_split_folder  # noqa: E402
+from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
+from jobi_tf.datasets.loading import load_index  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import make_optimizer  # noqa: E402
 from jobi_tf.sampling.pipelines import make_train_dataset  # noqa: E402
@@ -115,6 +115,7 @@ def _group(op_name: str) -> str:
 
 def profile(index, variant: str, args: argparse.Namespace) -> dict:
     sampler, optimizer, lr, reciprocal = SETTINGS[args.setting]
+    optimizer = args.optimizer or optimizer
     joint = variant == "jobi"
     pair_every = args.pair_every if joint else 1
     cfg = SamplerConfig(batch_size=1000, neg=100, p=0.3 if joint else 0.0, biased_chunk=10 if joint else 0, **sampler)
@@ -122,7 +123,7 @@ def profile(index, variant: str, args: argparse.Namespace) -> dict:
     batches = [next(batches) for _ in range(args.steps)]
     keras.utils.set_random_seed(0)
     model = JoBiModel(
-        index.num_entities, index.num_relations, dim=200, joint=joint, pair_every=pair_every, reciprocal=reciprocal
+        index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=pair_every, reciprocal=reciprocal
     )
     model.compile(optimizer=make_optimizer(optimizer, lr), jit_compile=True)
     step = compiled_train_step(model)
@@ -176,8 +177,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="distinct batches per pass")
     parser.add_argument("--passes", type=int, default=5, help="timed passes (wall time)")
     parser.add_argument("--top", type=int, default=15, help="operations listed per variant")
+    parser.add_argument("--data-dir", help="a graph folder (default: $JOBI_TF_DATA_DIR/fb15k-237)")
+    parser.add_argument("--dim", type=int, default=200, help="ComplEx components per part")
+    parser.add_argument("--optimizer", help="instead of the setting's optimizer (e.g. lazy-adam)")
     args = parser.parse_args()
-    _, _, index = build_index(read_split_folder(data_dir("fb15k-237", None)), "fb15k-237")
+    folder = data_dir("fb15k-237", args.data_dir)
+    _, _, index = load_index(DataConfig(data_dir=str(folder)))
     results = {}
     for variant in args.variants:
         results[variant] = profile(index, variant, args)
@@ -193,14 +198,14 @@ def main() -> None:
             "jobi_tf_commit": _package_commit(),
             "machine": machine(),
             "config": {
-                "dataset": "fb15k-237",
-                "model": "complex dim 200",
+                "dataset": str(folder),
+                "model": f"complex dim {args.dim}",
                 "batch_size": 1000,
                 "neg": 100,
                 "jobi": {"p": 0.3, "biased_chunk": 10, "pair_every": args.pair_every},
                 "baseline": {"p": 0.0},
                 "sampler": sampler,
-                "optimizer": optimizer,
+                "optimizer": args.optimizer or optimizer,
                 "lr": lr,
                 "reciprocal": reciprocal,
                 "batches": args.steps,

@@ -53,13 +53,20 @@ def main() -> None:
     started = time.perf_counter()
     _, _, index = load_index(DataConfig(data_dir=args.data_dir))
     load_seconds = time.perf_counter() - started
-    model = JoBiModel(
-        num_entities=index.num_entities, num_relations=index.num_relations, model=args.model, dim=args.dim
-    )
-    if args.run:
-        from jobi_tf.training.checkpoints import load_weights
+    if args.run:  # the run's own model (its config), with its best weights
+        import json
 
+        from jobi_tf.config import RunConfig
+        from jobi_tf.training.checkpoints import load_weights
+        from jobi_tf.training.trainer import build_model
+
+        ran = RunConfig.from_dict(json.loads((Path(args.run) / "config.json").read_text(encoding="utf-8")))
+        model = build_model(index, ran)
         load_weights(Path(args.run) / "best.weights.npz", model)
+    else:
+        model = JoBiModel(
+            num_entities=index.num_entities, num_relations=index.num_relations, model=args.model, dim=args.dim
+        )
     triples = validation_sample(index.split("valid"), args.triples)
     width = int(model.entity_embeddings.shape[1])
     queries = 2 * len(triples)
