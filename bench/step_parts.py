@@ -15,7 +15,8 @@ on each graph given:
 The same settings on every graph and both sides: ComplEx ``--dim``, 1000 positives × 100
 negatives, uniform ones shared by the batch, one corrupted side per positive, ``lazy-adam``
 0.001 (what ``--optimizer auto`` trains from 100,000 entities; on FB15k-237 auto would be dense
-Adam); JoBi with p 0.3, ``--biased-chunk 10`` and the pair head on every positive.
+Adam; ``--optimizer``, ``--lr`` change it); JoBi with p 0.3, ``--biased-chunk 10`` (or
+``--biased-chunk``) and the pair head on every positive.
 
 Run:  python bench/step_parts.py --data-dir $JOBI_TF_DATA_DIR/fb15k-237 /work/data/replicated/K137
 """
@@ -44,9 +45,8 @@ VARIANTS = {"baseline": dict(p=0.0, biased_chunk=0), "jobi": dict(p=0.3, biased_
 
 def time_parts(index, variant: str, args) -> dict:
     joint = variant == "jobi"
-    cfg = SamplerConfig(
-        batch_size=1000, neg=100, shared_negatives=1000, corrupt_side="per-positive", **VARIANTS[variant]
-    )
+    settings = {**VARIANTS[variant], **({"biased_chunk": args.biased_chunk} if joint and args.biased_chunk else {})}
+    cfg = SamplerConfig(batch_size=1000, neg=100, shared_negatives=1000, corrupt_side="per-positive", **settings)
     stream = iter(make_train_dataset(index, cfg, seed=0, pair_labels=joint))
     for _ in range(10):
         next(stream)
@@ -55,7 +55,7 @@ def time_parts(index, variant: str, args) -> dict:
     pipeline = (time.perf_counter() - start) / args.steps
     keras.utils.set_random_seed(0)
     model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint)
-    model.compile(optimizer=make_optimizer("lazy-adam", 0.001), jit_compile=True)
+    model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
     step = compiled_train_step(model)
     for _ in range(2):
         for batch in batches:
@@ -84,6 +84,9 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--steps", type=int, default=100, help="batches timed")
     parser.add_argument("--passes", type=int, default=5, help="timed passes of the compiled step")
+    parser.add_argument("--optimizer", default="lazy-adam", help="both sides' optimizer")
+    parser.add_argument("--lr", type=float, default=0.001)
+    parser.add_argument("--biased-chunk", type=int, default=0, help="JoBi's --biased-chunk (0: 10)")
     args = parser.parse_args()
     graphs = {}
     for folder in args.data_dir:
@@ -112,8 +115,9 @@ def main() -> None:
                 "neg": 100,
                 "shared_negatives": 1000,
                 "corrupt_side": "per-positive",
-                "optimizer": "lazy-adam 0.001",
+                "optimizer": f"{args.optimizer} {args.lr}",
                 "variants": VARIANTS,
+                "jobi_biased_chunk": args.biased_chunk or VARIANTS["jobi"]["biased_chunk"],
                 "steps": args.steps,
                 "passes": args.passes,
             },
