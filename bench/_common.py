@@ -153,3 +153,21 @@ def compiled_train_step(model):
         return loss
 
     return step
+
+
+def step_passes(step, batches: list, passes: int, warmup: int = 2) -> list[float]:
+    """Seconds per step of each of ``passes`` timed passes over ``batches`` with a compiled
+    ``step``, after ``warmup`` untimed passes (tracing, XLA compilation, caches)."""
+    import time
+
+    for _ in range(warmup):
+        for batch in batches:
+            loss = step(batch)
+    seconds = []
+    for _ in range(passes):
+        start = time.perf_counter()
+        for batch in batches:
+            loss = step(batch)
+        float(loss)  # wait for the last step
+        seconds.append((time.perf_counter() - start) / len(batches))
+    return seconds

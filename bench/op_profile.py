@@ -37,7 +37,6 @@ import re
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 DUMP = Path(tempfile.mkdtemp(prefix="op-profile-hlo-"))
@@ -45,7 +44,7 @@ TRACE_FLAGS = f"--xla_cpu_enable_xprof_traceme=true --xla_dump_to={DUMP} --xla_d
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TRACE_FLAGS}"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import compiled_train_step, data_dir, emit, machine  # noqa: E402, I001
+from _common import compiled_train_step, data_dir, emit, machine, step_passes  # noqa: E402, I001
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -127,16 +126,7 @@ def profile(index, variant: str, args: argparse.Namespace) -> dict:
     )
     model.compile(optimizer=make_optimizer(optimizer, lr), jit_compile=True)
     step = compiled_train_step(model)
-    for _ in range(2):
-        for batch in batches:
-            loss = step(batch)
-    wall = []
-    for _ in range(args.passes):
-        start = time.perf_counter()
-        for batch in batches:
-            loss = step(batch)
-        loss.numpy()
-        wall.append(1000 * (time.perf_counter() - start) / len(batches))
+    wall = [1000 * seconds for seconds in step_passes(step, batches, args.passes)]
     trace = Path(tempfile.mkdtemp(prefix="op-profile-trace-"))
     tf.profiler.experimental.start(str(trace))
     for _ in range(2):

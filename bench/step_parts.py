@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import compiled_train_step, emit, peak_rss_gib, provenance, versions  # noqa: E402, I001
+from _common import compiled_train_step, emit, peak_rss_gib, provenance, step_passes, versions  # noqa: E402, I001
 
 import keras  # noqa: E402
 
@@ -56,17 +56,7 @@ def time_parts(index, variant: str, args) -> dict:
     keras.utils.set_random_seed(0)
     model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint)
     model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
-    step = compiled_train_step(model)
-    for _ in range(2):
-        for batch in batches:
-            loss = step(batch)
-    passes = []
-    for _ in range(args.passes):
-        start = time.perf_counter()
-        for batch in batches:
-            loss = step(batch)
-        float(loss)
-        passes.append((time.perf_counter() - start) / len(batches))
+    passes = step_passes(compiled_train_step(model), batches, args.passes)
     del model
     keras.backend.clear_session()
     compiled = statistics.median(passes)
