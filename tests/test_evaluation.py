@@ -569,3 +569,18 @@ def test_validation_sample_is_fixed_and_in_split_order():
     np.testing.assert_array_equal(a, b)
     assert len(a) == 10 and np.all(np.diff(a[:, 0]) > 0)
     assert validation_sample(triples, 0) is triples and len(validation_sample(triples, 500)) == 100
+
+
+def test_bfloat16_ranking_of_a_scorer_it_cannot_take_ranks_in_float32(caplog):
+    """Type-aware ranking under ``dtype="bfloat16"``: a one-line warning, then the exact float32
+    ranks (validation inside a run goes on rather than stopping mid-run)."""
+    splits, index = _random_kg(4)
+    ent, rel = _random_weights("complex", 5)
+    model = _model("complex", ent, rel)
+    cfg = EvalConfig(restrict="slots", chunk_size=7, eval_batch_size=6)
+    want = FilteredEvaluator(index, cfg).ranks(model, splits["test"])
+    with caplog.at_level("WARNING"):
+        got = FilteredEvaluator(index, cfg, dtype="bfloat16").ranks(model, splits["test"])
+    np.testing.assert_array_equal(got.optimistic, want.optimistic)
+    np.testing.assert_array_equal(got.pessimistic, want.pessimistic)
+    assert sum("ranking in float32" in r.getMessage() for r in caplog.records) == 1

@@ -17,6 +17,8 @@ instead (`jobi_tf.evaluation.one_pass`), which ``BlockRanker.count`` chooses.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import tensorflow as tf
 
@@ -24,6 +26,8 @@ from jobi_tf.evaluation.counts import BlockCounts
 from jobi_tf.evaluation.one_pass import OnePassCounter
 
 __all__ = ["BlockRanker"]
+
+logger = logging.getLogger(__name__)
 
 
 class BlockRanker:
@@ -36,6 +40,7 @@ class BlockRanker:
         self._count = tf.function(_count_above, reduce_retracing=True)
         self._read = tf.function(_read_target_scores, reduce_retracing=True)
         self.one_pass = OnePassCounter(dtype)
+        self._warned = False
 
     def product_table(self, table):
         """The entity table as the one-pass products read it (cast once per evaluation)."""
@@ -70,11 +75,14 @@ class BlockRanker:
         several = len(blocks) > 1 or self.one_pass.dtype != "float32"  # one block: no first pass to save
         if several and allowed is None and offsets is None and self.one_pass.handles(scorer):
             products = self.product_table(table) if products is None else products
-            counts = self.one_pass.count(q, table, products, filtered, targets, blocks)
+            counts = self.one_pass.count(q, products, filtered, targets, blocks)
             if counts is not None:
                 return counts
-        if self.one_pass.dtype != "float32":
-            raise ValueError("bfloat16 ranking needs a dot-product scorer, without --restrict or a slot prior")
+        if self.one_pass.dtype != "float32" and not self._warned:
+            self._warned = True  # a run's validation goes on, exact and slower, rather than stop mid-run
+            logger.warning(
+                "bfloat16 ranking needs a dot-product scorer without --restrict or a slot prior; ranking in float32"
+            )
         return self._count_two_pass(scorer, q, table, filtered, targets, blocks, allowed, offsets)
 
     def _count_two_pass(self, scorer, q, table, filtered, targets, blocks, allowed=None, offsets=None) -> BlockCounts:

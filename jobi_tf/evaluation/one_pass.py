@@ -62,7 +62,7 @@ class OnePassCounter:
         dense = tf.convert_to_tensor(table)
         return dense if self.dtype == "float32" else tf.cast(dense, tf.bfloat16)
 
-    def count(self, q, table, products, filtered, targets, blocks) -> BlockCounts | None:
+    def count(self, q, products, filtered, targets, blocks) -> BlockCounts | None:
         """The counts of one batch, or None where a target's score came out otherwise in its
         own tile than in the product that gave it beforehand (the caller then counts again)."""
         q = tf.convert_to_tensor(q, tf.float32)
