@@ -418,3 +418,26 @@ def test_the_memory_guard_counts_one_accumulator_per_entity_row_for_row_adagrad(
     with pytest.raises(ConfigError, match="--dim: .*need 0.0 GiB"):
         check_memory(cfg("adagrad"), index.num_entities, index.num_relations)
     check_memory(cfg("row-adagrad"), index.num_entities, index.num_relations)
+
+
+@pytest.mark.parametrize("name", ["adagrad", "row-adagrad", "lazy-adam"])
+def test_a_compiled_sparse_update_never_copies_the_table(name):
+    """XLA copies a whole table (and its slot) when a step reads a slot's rows before a scatter-add
+    into it: 167 ms a step instead of 5 at 1.85M x 200 floats. The optimized program must hold no
+    copy of a table-shaped buffer."""
+    import re
+
+    from jobi_tf.optimizers import make_optimizer
+
+    table = keras.Variable(tf.ones([5000, 8]), name="entity_embeddings")
+    optimizer = make_optimizer(name, 0.1)
+    optimizer.build([table])
+
+    @tf.function(jit_compile=True)
+    def step(ids, gradient):
+        optimizer.apply_gradients([(tf.IndexedSlices(gradient, ids), table)])
+
+    ids, gradient = tf.constant([1, 5, 1, 7]), tf.ones([4, 8])
+    hlo = step.experimental_get_compiler_ir(ids, gradient)(stage="optimized_hlo")
+    assert "scatter" in hlo
+    assert not re.findall(r"f32\[5000,8\]\S* copy\(", hlo)

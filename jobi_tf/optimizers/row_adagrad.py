@@ -82,9 +82,8 @@ class RowAdagrad(LazyAdagrad):
         accumulator = self._accumulators[index]
         if isinstance(gradient, tf.IndexedSlices):
             ids, grad = summed_at_first(gradient, variable.shape[0], dtype)  # repeats: zero rows, no change
-            increment = tf.reduce_mean(tf.square(grad), axis=-1)
-            acc_rows = slot_rows(accumulator, ids) + increment
-            self.assign_add(accumulator, tf.IndexedSlices(increment, ids))
+            self.assign_add(accumulator, tf.IndexedSlices(tf.reduce_mean(tf.square(grad), axis=-1), ids))
+            acc_rows = slot_rows(accumulator, ids)  # added first, then read (`LazyAdagrad.update_step`: no copy)
             self.assign_sub(variable, tf.IndexedSlices(lr * grad / (tf.sqrt(acc_rows) + self.epsilon)[:, None], ids))
             return
         grad = tf.cast(gradient, dtype)
