@@ -14,6 +14,13 @@ from jobi_tf.config.runs import RunFolder
 __all__ = ["export"]
 
 
+def _whole(param: click.Parameter, value: str) -> int:
+    """``value`` as a whole number >= 0, or a one-line error naming the flag."""
+    if not value.isdigit():
+        raise click.BadParameter(f"'auto' or a whole number >= 0, got {value!r}", param=param)
+    return int(value)
+
+
 @click.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
@@ -48,6 +55,15 @@ __all__ = ["export"]
     "predict_tail_soft_typed/predict_head_soft_typed, which also admit the entities the pair head places "
     "in the slot (input min_pair_probability).",
 )
+@click.option(
+    "--cells",
+    default="0",
+    show_default=True,
+    callback=lambda ctx, param, value: value if value == "auto" else _whole(param, value),
+    help="Add predict_tail_approximate/predict_head_approximate: top-k among the rows of the PROBE cells (an input) "
+    "whose k-means centroids score highest against the query. auto: about 4*sqrt(entities) cells; 0: none. "
+    "For graphs of millions of entities, where an exact query streams the whole table (docs/serving.md).",
+)
 @click.pass_context
 @reports_errors
 def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
@@ -59,7 +75,7 @@ def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
 
     Example: jobi-tf export runs/fb15k-237-complex-jobi-p0.3-seed0 --out exports/jobi
     """
-    cfg = ExportConfig(**flags)  # --version, --force, --filter-known, --typed, --pair-head
+    cfg = ExportConfig(**flags)  # --version, --force, --filter-known, --typed, --pair-head, --cells
     start_tensorflow()
     from jobi_tf.api import load_run  # imports TensorFlow
 
@@ -75,5 +91,6 @@ def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
         "filter_known": cfg.filter_known,
         "typed": cfg.typed,
         "pair_head": cfg.pair_head,
+        "cells": cfg.cells,
     }
     click.echo(json.dumps(summary))

@@ -12,7 +12,9 @@ predict_relation   head, tail ``[B]``; k scalar              relations, scores `
 
 ``*_typed`` (an export made with ``typed``) answer among the entities seen in the slot;
 ``*_soft_typed`` (``typed`` and ``pair_head``) also among those the pair head places there
-with probability at least ``min_pair_probability``. A calibrated export adds
+with probability at least ``min_pair_probability``. ``*_approximate`` (an export made
+with ``cells``) rank only the rows of the ``probe`` cells nearest the query
+(`jobi_tf.export.cells`). A calibrated export adds
 `OPTIONAL_OUTPUTS`.
 """
 
@@ -22,6 +24,7 @@ __all__ = [
     "SIGNATURES",
     "TYPED_SIGNATURES",
     "SOFT_TYPED_SIGNATURES",
+    "APPROXIMATE_SIGNATURES",
     "DEFAULT_SIGNATURE",
     "INPUTS",
     "OUTPUTS",
@@ -37,6 +40,8 @@ SIGNATURES = ("score", "predict_tail", "predict_head", "predict_relation")
 TYPED_SIGNATURES = ("predict_tail_typed", "predict_head_typed")
 #: Added by a ``typed`` export with the pair head.
 SOFT_TYPED_SIGNATURES = ("predict_tail_soft_typed", "predict_head_soft_typed")
+#: Added by an export with cells (``--cells``): top-k among the rows of the ``probe`` best cells.
+APPROXIMATE_SIGNATURES = ("predict_tail_approximate", "predict_head_approximate")
 #: What ``serving_default`` is.
 DEFAULT_SIGNATURE = "predict_tail"
 
@@ -50,6 +55,8 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "predict_head_typed": ("relation", "tail", "k"),
     "predict_tail_soft_typed": ("head", "relation", "k", "min_pair_probability"),
     "predict_head_soft_typed": ("relation", "tail", "k", "min_pair_probability"),
+    "predict_tail_approximate": ("head", "relation", "k", "probe"),
+    "predict_head_approximate": ("relation", "tail", "k", "probe"),
 }
 #: Output names of each signature (a calibrated export adds `OPTIONAL_OUTPUTS`).
 OUTPUTS: dict[str, tuple[str, ...]] = {
@@ -61,10 +68,12 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "predict_head_typed": ("heads", "scores", "found"),
     "predict_tail_soft_typed": ("tails", "scores", "found"),
     "predict_head_soft_typed": ("heads", "scores", "found"),
+    "predict_tail_approximate": ("tails", "scores", "found"),
+    "predict_head_approximate": ("heads", "scores", "found"),
 }
 #: Outputs of a calibrated export (``jobi-tf calibrate``): in ``score``, the others.
 OPTIONAL_OUTPUTS = ("probability", "probabilities")
-#: Inputs that are ``[B]`` string names; ``k`` is an int32 scalar, these a float32 scalar:
+#: Inputs that are ``[B]`` string names; ``k`` and ``probe`` are int32 scalars, these a float32 scalar:
 STRING_INPUTS = ("head", "relation", "tail")
 FLOAT_INPUTS = ("min_pair_probability",)
 #: Extra file of a version folder TensorFlow Serving ignores: what was exported, from where, how.

@@ -181,6 +181,9 @@ class ExportConfig:
         pair_head: with ``typed``, a joint run also exports its pair head's relation table
             and ``predict_tail_soft_typed``/``predict_head_soft_typed``, which admit the
             entities the pair head places in the slot (``min_pair_probability`` input).
+        cells: add ``predict_tail_approximate``/``predict_head_approximate``, served from this
+            many k-means cells of the entity rows (`jobi_tf.export.cells`); ``"auto"`` takes
+            about 4·sqrt(entities); 0 leaves them out.
     """
 
     version: int | None = None
@@ -188,9 +191,12 @@ class ExportConfig:
     filter_known: bool = False
     typed: bool = False
     pair_head: bool = False
+    cells: int | str = 0
 
     def __post_init__(self) -> None:
         if self.version is not None:
             _positive_int("version", self.version)
+        if self.cells != "auto" and (isinstance(self.cells, bool) or not isinstance(self.cells, int) or self.cells < 0):
+            raise ConfigError("cells", f"must be 'auto' or a whole number >= 0, got {self.cells!r}")
         if self.pair_head and not self.typed:
             raise ConfigError("pair_head", "needs --typed (it softens the typed answers)")

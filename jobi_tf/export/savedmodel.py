@@ -30,10 +30,13 @@ from jobi_tf.data.index import CSR, heads_by_query, relations_by_pair, slot_sets
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.datasets.loading import load_index
 from jobi_tf.evaluation.calibration import Calibration
+from jobi_tf.export.approximate import ApproximateScorerModule
+from jobi_tf.export.cells import default_cells, kmeans_cells
 from jobi_tf.export.scorer_module import TripleScorerModule, scorer_module
 from jobi_tf.models import JoBiModel
 from jobi_tf.runtime.errors import ExportError
 from jobi_tf.serving.contract import (
+    APPROXIMATE_SIGNATURES,
     DEFAULT_SIGNATURE,
     METADATA_FILE,
     SIGNATURES,
@@ -84,7 +87,12 @@ def known_facts(train: np.ndarray, num_relations: int, num_entities: int) -> tup
 
 
 def _signatures(cfg: ExportConfig) -> tuple[str, ...]:
-    return SIGNATURES + (TYPED_SIGNATURES if cfg.typed else ()) + (SOFT_TYPED_SIGNATURES if cfg.pair_head else ())
+    optional = (
+        (TYPED_SIGNATURES, cfg.typed),
+        (SOFT_TYPED_SIGNATURES, cfg.pair_head),
+        (APPROXIMATE_SIGNATURES, cfg.cells),
+    )
+    return SIGNATURES + tuple(name for names, wanted in optional if wanted for name in names)
 
 
 def export_saved_model(
@@ -155,6 +163,11 @@ def _module_factory(
     known = known_facts(train_triples, num_relations, num_entities) if cfg.filter_known else (None, None, None)
     slots = slot_sets(train_triples, num_relations) if cfg.typed else None  # (`jobi_tf.data.index`)
     pair_table = _pair_table(model) if cfg.pair_head else None
+    extra = {}
+    if cfg.cells:
+        count = default_cells(num_entities) if cfg.cells == "auto" else cfg.cells
+        logger.info("k-means: %d cells over %d entity rows", count, num_entities)
+        extra = {"module_class": ApproximateScorerModule, "cells": kmeans_cells(tables[0], count)}
 
     def module(vocab_dir: Path) -> TripleScorerModule:
         return scorer_module(
@@ -166,6 +179,7 @@ def _module_factory(
             slots=slots,
             calibration=calibration,
             pair_relations=pair_table,
+            **extra,
         )
 
     return module
@@ -182,10 +196,16 @@ def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: Expo
         "filter_known": cfg.filter_known,
         "typed": cfg.typed,
         "pair_head": cfg.pair_head,
+        "cells": _cells(cfg, num_entities),
         "calibrated": calibration is not None,
         "calibration": None if calibration is None else calibration.method,
         "signatures": {"serving_default": DEFAULT_SIGNATURE, **{s: s for s in _signatures(cfg)}},
     }
+
+
+def _cells(cfg: ExportConfig, num_entities: int) -> int:
+    """The number of cells an export's approximate signatures read (0: none)."""
+    return default_cells(num_entities) if cfg.cells == "auto" else int(cfg.cells)
 
 
 def _pair_table(model: JoBiModel) -> np.ndarray:

@@ -315,17 +315,20 @@ def scorer_module(
     slots: tuple[CSR, CSR] | None = None,
     calibration: Calibration | None = None,
     pair_relations: np.ndarray | None = None,
+    module_class: type[TripleScorerModule] = TripleScorerModule,
+    **extra,
 ) -> TripleScorerModule:
     """The exported object of a model: what a SavedModel serves and `jobi_tf.api.Run` predicts with.
 
-    ``tables``: the entity and triple-relation tables already read (else read from ``model``).
+    ``tables``: the entity and triple-relation tables already read (else read from ``model``);
+    ``module_class``, ``extra``: a subclass and its own arguments (`jobi_tf.export.approximate`).
     """
     if tables is None:
         tables = (
             np.asarray(model.entity_embeddings.numpy(), np.float32),
             np.asarray(model.triple_relations.numpy(), np.float32),
         )
-    return TripleScorerModule(
+    return module_class(
         model.scorer,
         *tables,
         entity_vocab,
@@ -336,6 +339,7 @@ def scorer_module(
         calibration=calibration,
         pair_relations=pair_relations,
         slot_prior=_slot_prior(model),
+        **extra,
     )
 
 

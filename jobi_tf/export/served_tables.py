@@ -58,6 +58,23 @@ class KnownFacts(tf.Module):
 
     def mask(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
         """``scores [B, E]`` with the known entities of each row's key set to ``-inf``."""
+        cells = tf.stack(self._pairs(query_keys), axis=1)
+        minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
+        return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
+
+    def contains(self, query_keys: tf.Tensor, candidates: tf.RaggedTensor) -> tf.Tensor:
+        """bool ``[N]``, one per ``candidates.flat_values``: the entity is listed under its
+        row's key. Each (row, entity) pair becomes one int64 (row in the high 32 bits), and the
+        candidates are looked up in the sorted known pairs: no ``[B, E]`` tensor is made."""
+        rows, entities = self._pairs(query_keys)
+        known = tf.sort(tf.bitwise.left_shift(rows, 32) + entities)
+        asked = tf.bitwise.left_shift(candidates.value_rowids(), 32) + tf.cast(candidates.flat_values, tf.int64)
+        last = tf.maximum(tf.size(known, out_type=tf.int64) - 1, 0)
+        pos = tf.minimum(tf.searchsorted(known, asked, out_type=tf.int64), last)
+        return tf.gather(tf.concat([known, [-1]], 0), pos) == asked  # (the -1 keeps an empty set's gather valid)
+
+    def _pairs(self, query_keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(rows, entities)``, int64: every entity listed under each row's key, with its row."""
         keys, offsets, values = read_value(self.keys), read_value(self.offsets), read_value(self.values)
         last = tf.shape(keys, out_type=tf.int64)[0] - 1
         pos = tf.minimum(tf.searchsorted(keys, query_keys, out_type=tf.int64), last)
@@ -65,9 +82,7 @@ class KnownFacts(tf.Module):
         starts = tf.where(hit, tf.gather(offsets, pos), 0)
         limits = tf.where(hit, tf.gather(offsets, pos + 1), 0)
         spans = tf.ragged.range(starts, limits)
-        cells = tf.stack([spans.value_rowids(), tf.cast(tf.gather(values, spans.flat_values), tf.int64)], axis=1)
-        minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
-        return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
+        return spans.value_rowids(), tf.cast(tf.gather(values, spans.flat_values), tf.int64)
 
     def listed(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
         """bool, shaped like ``scores [B, E]``: the entities listed under each row's key."""

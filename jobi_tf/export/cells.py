@@ -1,0 +1,87 @@
+"""An inverted file over the entity rows: the approximate top-k an export can serve beside the exact one.
+
+Why: an exact top-k streams the whole entity table through memory for every query (1.5 GB at
+1.85M entities, dim 100 ComplEx: a third of a second on one core). Cutting the rows into cells
+by k-means and scoring only the rows of the few cells whose centroids score highest against the
+query reads a few percent of the table instead. It is plain TensorFlow ops over variables, so
+TensorFlow Serving loads it as it loads the exact signatures. The same idea is FAISS's IVF index
+(Jégou et al., 2011) and a part of ScaNN's; this one has no quantization, so every candidate's
+score is the exact score and only the choice of candidates is approximate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["CellIndex", "kmeans_cells", "default_cells"]
+
+
+def default_cells(num_entities: int) -> int:
+    """Cells for ``num_entities`` rows: about 4·sqrt(E) (FAISS's rule of thumb), so a cell holds
+    about sqrt(E) / 4 rows; at least 1."""
+    return max(1, min(num_entities, int(round(4 * np.sqrt(num_entities)))))
+
+
+def kmeans_cells(
+    rows: np.ndarray, cells: int, *, iterations: int = 10, sample: int = 200_000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(centroids [C, W], cell [E])``: Lloyd's k-means on a sample of ``rows``, then every row
+    assigned to its nearest centroid (squared distance).
+
+    Why a sample: one pass over 1.85M rows and 5,000 centroids is 2·10^12 FLOP; the centroids
+    settle on 200k rows as well, and the last assignment visits every row once. An empty cell
+    takes a random sampled row as its centroid again.
+    """
+    rng = np.random.default_rng(seed)
+    rows = np.asarray(rows, np.float32)
+    cells = min(cells, len(rows))
+    train = rows[rng.choice(len(rows), min(sample, len(rows)), replace=False)]
+    centroids = train[rng.choice(len(train), cells, replace=False)].copy()
+    for _ in range(iterations):
+        assigned = _nearest(train, centroids)
+        counts = np.bincount(assigned, minlength=cells)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, assigned, train)
+        empty = counts == 0
+        centroids[~empty] = sums[~empty] / counts[~empty, None]
+        centroids[empty] = train[rng.choice(len(train), int(empty.sum()), replace=False)]
+    return centroids, _nearest(rows, centroids)
+
+
+def _nearest(rows: np.ndarray, centroids: np.ndarray, block: int = 16_384) -> np.ndarray:
+    """Index of each row's nearest centroid, a block of rows at a time (memory stays ``block x C``)."""
+    norms = np.square(centroids).sum(1)
+    out = np.empty(len(rows), np.int32)
+    for start in range(0, len(rows), block):
+        part = rows[start : start + block]
+        out[start : start + block] = np.argmin(norms[None, :] - 2.0 * part @ centroids.T, axis=1)
+    return out
+
+
+class CellIndex(tf.Module):
+    """The cells of an export's entity rows: centroids, and the entity ids of each cell.
+
+    Args:
+        centroids: float32 ``[C, W]``.
+        cell: int ``[E]``, each entity's cell.
+    """
+
+    def __init__(self, centroids: np.ndarray, cell: np.ndarray) -> None:
+        super().__init__(name="cell_index")
+        order = np.argsort(cell, kind="stable").astype(np.int32)
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=len(centroids)))]).astype(np.int64)
+        self.centroids = tf.Variable(np.asarray(centroids, np.float32), trainable=False, name="centroids")
+        self.members = tf.Variable(order, trainable=False, name="members")  # entity ids, cell by cell
+        self.offsets = tf.Variable(offsets, trainable=False, name="offsets")  # cell c: members[offsets[c]:offsets[c+1]]
+
+    def candidates(self, queries: tf.Tensor, probe: tf.Tensor) -> tf.RaggedTensor:
+        """Entity ids ``[B, (n)]`` of the ``probe`` cells whose centroids score highest against each query."""
+        centroids = self.centroids.value()
+        probe = tf.clip_by_value(probe, 1, tf.shape(centroids)[0])
+        _, chosen = tf.math.top_k(tf.matmul(queries, centroids, transpose_b=True), k=probe)  # [B, P]
+        offsets = self.offsets.value()
+        flat = tf.reshape(chosen, [-1])  # [B * P]
+        spans = tf.ragged.range(tf.gather(offsets, flat), tf.gather(offsets, flat + 1))  # [B * P, (n)]
+        ids = tf.gather(self.members.value(), spans.flat_values)
+        return tf.RaggedTensor.from_row_splits(ids, spans.row_splits[::probe])  # each query's P cells, one row

@@ -1,0 +1,104 @@
+"""Approximate signatures (``--cells``): k-means cells against NumPy, and answers against the exact ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from click.testing import CliRunner
+
+from jobi_tf.config import ExportConfig
+from jobi_tf.export.cells import default_cells, kmeans_cells
+from jobi_tf.export.savedmodel import export_saved_model
+from jobi_tf.runtime.errors import ConfigError, ExportError
+
+CELLS = 4
+
+
+def _cells_export(random_export, tmp_path, model: str, filter_known: bool, reciprocal: bool = False):
+    source = random_export(model, filter_known=filter_known, reciprocal=reciprocal)
+    cfg = ExportConfig(filter_known=filter_known, cells=CELLS)
+    result = export_saved_model(
+        source.model, source.entities, source.relations, tmp_path, cfg, train_triples=source.train
+    )
+    return source, tf.saved_model.load(str(result.path))
+
+
+def _ask(loaded, signature: str, k: int, probe: int | None = None, **names):
+    inputs = {key: tf.constant(value) for key, value in names.items()}
+    extra = {} if probe is None else {"probe": tf.constant(probe, tf.int32)}
+    out = loaded.signatures[signature](**inputs, k=tf.constant(k, tf.int32), **extra)
+    return {key: value.numpy() for key, value in out.items()}
+
+
+def test_kmeans_assigns_every_row_to_its_nearest_centroid():
+    rows = np.random.default_rng(0).normal(size=(500, 6)).astype(np.float32)
+    centroids, cell = kmeans_cells(rows, 7, sample=300)
+    distances = ((rows[:, None, :] - centroids[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(distances[np.arange(len(rows)), cell], distances.min(1), rtol=1e-4, atol=1e-4)
+    assert centroids.shape == (7, 6) and len(np.unique(cell)) == 7
+    assert default_cells(1_853_898) == 5446 and default_cells(3) == 3
+
+
+@pytest.mark.parametrize(("model", "reciprocal"), [("complex", False), ("distmult", False), ("complex", True)])
+@pytest.mark.parametrize("filter_known", [False, True])
+def test_probing_every_cell_gives_the_exact_answers(random_export, tmp_path, model, reciprocal, filter_known):
+    source, loaded = _cells_export(random_export, tmp_path, model, filter_known, reciprocal)
+    heads, relations = source.entities.decode(source.train[:6, 0]), source.relations.decode(source.train[:6, 1])
+    tails = source.entities.decode(source.train[:6, 2])
+    for side, names in (
+        ("tail", {"head": heads, "relation": relations}),
+        ("head", {"relation": relations, "tail": tails}),
+    ):
+        exact = _ask(loaded, f"predict_{side}", 8, **names)
+        approximate = _ask(loaded, f"predict_{side}_approximate", 8, probe=CELLS, **names)
+        np.testing.assert_array_equal(approximate[f"{side}s"], exact[f"{side}s"])
+        np.testing.assert_allclose(approximate["scores"], exact["scores"], rtol=1e-5, atol=1e-5)
+
+
+def test_one_cell_gives_the_exact_top_k_among_that_cells_rows(random_export, tmp_path):
+    source, loaded = _cells_export(random_export, tmp_path, "complex", filter_known=True)
+    members, offsets = loaded.cells.members.numpy(), loaded.cells.offsets.numpy()
+    cell_of = np.empty(len(members), np.int64)
+    for c in range(CELLS):
+        cell_of[members[offsets[c] : offsets[c + 1]]] = c
+    h, r = source.train[0, 0], source.train[0, 1]
+    names = {"head": source.entities.decode([h]), "relation": source.relations.decode([r])}
+    out = _ask(loaded, "predict_tail_approximate", 30, probe=1, **names)
+    answers = [a.decode() for a in out["tails"][0] if a]
+    ids = source.entities.encode(answers)
+    assert len(set(cell_of[ids])) == 1  # one cell's rows only
+    exact = _ask(loaded, "predict_tail", len(members), **names)  # every entity, filtered, best first
+    in_cell = [
+        a.decode()
+        for a in exact["tails"][0]
+        if a and cell_of[source.entities.encode([a.decode()])[0]] == cell_of[ids[0]]
+    ]
+    known = source.train[(source.train[:, 0] == h) & (source.train[:, 1] == r), 2]
+    assert answers == [a for a in in_cell if source.entities.encode([a])[0] not in known]
+
+
+def test_unknown_names_are_not_found(random_export, tmp_path):
+    _, loaded = _cells_export(random_export, tmp_path, "complex", filter_known=False)
+    out = _ask(loaded, "predict_tail_approximate", 3, probe=2, head=["nobody", "Berlin"], relation=["borders"] * 2)
+    assert out["found"].tolist() == [False, True]
+    assert (out["tails"][0] == b"").all() and np.isnan(out["scores"][0]).all() and np.isfinite(out["scores"][1]).all()
+
+
+def test_bad_cells_are_refused_in_one_line(tmp_path):
+    from jobi_tf.cli.main import main as cli
+
+    with pytest.raises(ConfigError, match="cells"):
+        ExportConfig(cells=-1)
+    result = CliRunner().invoke(cli, ["export", str(tmp_path), "--out", str(tmp_path / "x"), "--cells", "many"])
+    assert result.exit_code == 2 and "--cells" in result.output and "'many'" in result.output
+
+
+def test_a_scorer_that_is_not_a_dot_product_is_refused(random_export, tmp_path, monkeypatch):
+    source = random_export("complex")
+    monkeypatch.setattr(
+        type(source.model.scorer), "score_candidates", lambda self, q, rows: -tf.matmul(q, rows, transpose_b=True)
+    )
+    with pytest.raises(ExportError, match="not a dot product"):
+        export_saved_model(source.model, source.entities, source.relations, tmp_path, ExportConfig(cells=2))
+    assert not any(tmp_path.iterdir())  # nothing written
