@@ -584,3 +584,14 @@ def test_bfloat16_ranking_of_a_scorer_it_cannot_take_ranks_in_float32(caplog):
     np.testing.assert_array_equal(got.optimistic, want.optimistic)
     np.testing.assert_array_equal(got.pessimistic, want.pessimistic)
     assert sum("ranking in float32" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_one_pass_tiles_run_across_contiguous_blocks():
+    """A block's end is not a tile's: only the last tile of a contiguous run is narrower."""
+    from jobi_tf.evaluation.one_pass import TILE, _tiles
+
+    tiles = _tiles([(0, 100_000), (100_000, 200_000), (250_000, 250_010)])
+    widths = [hi - lo for lo, hi in tiles]
+    assert tiles[0] == (0, TILE) and tiles[-1] == (250_000, 250_010)
+    assert widths[:-2] == [TILE] * (len(tiles) - 2) and tiles[-2][1] == 200_000
+    assert sum(widths) == 200_010 and all(b[0] == a[1] for a, b in zip(tiles[:-2], tiles[1:-1], strict=True))

@@ -126,8 +126,16 @@ class OnePassCounter:
 
 
 def _tiles(blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Each block cut into pieces of at most `TILE` entities."""
-    return [(a, min(a + TILE, hi)) for lo, hi in blocks for a in range(lo, hi, TILE)]
+    """The blocks' entities cut into pieces of `TILE`, contiguous blocks first joined: a block's
+    end is not a tile's (a 100,000-entity block would end in a 1,696-wide tile padded to 4,096,
+    a tenth of every product wasted)."""
+    spans: list[list[int]] = []
+    for lo, hi in blocks:
+        if spans and spans[-1][1] == lo:
+            spans[-1][1] = hi
+        else:
+            spans.append([lo, hi])
+    return [(a, min(a + TILE, hi)) for lo, hi in spans for a in range(lo, hi, TILE)]
 
 
 def _padded(products, lo: int, hi: int, width: int):
@@ -155,22 +163,19 @@ def _tile_counts(q, entities, filtered, target, best, target_cols, valid=None):
     if valid is not None:
         scores = tf.where(tf.range(tf.shape(scores)[1])[None, :] < valid, scores, tf.constant(-np.inf, scores.dtype))
     reduce = _fused_sums if scores.shape[1] is not None and scores.shape[1] >= FUSED_FROM else _sums
-    packed, block_best = reduce(scores, target)
+    packed, block_best, block_col = reduce(scores, target)
     improved = block_best > best  # strict: on ties the earlier tile (lower id) keeps it
-    best_col = tf.scatter_nd(
-        tf.where(improved),
-        tf.argmax(tf.boolean_mask(scores, improved), axis=1, output_type=tf.int32),
-        tf.shape(improved, out_type=tf.int64),
-    )
+    best_col = tf.where(improved, block_col, 0)
     return packed % _SECOND, packed // _SECOND, block_best, improved, best_col, tf.cast(read, tf.float32)
 
 
 def _sums(scores, target):
-    """``(#(s > t) + 2¹⁶·#(s ≥ t), max s)`` per query: both counts in one integer reduction
-    (exact for tiles below 2¹⁶ entities), which XLA fuses with the maximum into one pass."""
+    """``(#(s > t) + 2¹⁶·#(s ≥ t), max s, argmax s)`` per query: both counts in one integer
+    reduction (exact for tiles below 2¹⁶ entities), which XLA fuses with the maximum and its
+    place into one pass over the tile (the first place among equal maxima, as ``tf.argmax``)."""
     wide = tf.cast(scores, tf.float32)
     above = tf.cast(wide > target[:, None], tf.int32) + _SECOND * tf.cast(wide >= target[:, None], tf.int32)
-    return tf.reduce_sum(above, axis=1), tf.reduce_max(wide, axis=1)
+    return tf.reduce_sum(above, axis=1), tf.reduce_max(wide, axis=1), tf.argmax(wide, axis=1, output_type=tf.int32)
 
 
 #: The factor that packs the count of scores at least the target's above the count of greater ones.

@@ -1,0 +1,141 @@
+"""One top-10 query against an export of a large graph: exact, approximate, and a plain table-vector product.
+
+Loads a version folder once and asks it the test triples' (head, relation) queries one at a time
+and in batches: ``predict_tail`` (exact, every entity scored) against one NumPy product of the
+same entity table with one vector (the bound an exact query cannot beat: it streams the table),
+and ``predict_tail_approximate`` (an export made with ``--cells``) at each ``--probe``, with its
+recall@10: the share of the exact top 10 it returns. The first query's answers are also asked of
+``jobi-tf predict`` in another process, to check the signature against the command users run.
+
+    python bench/serving_scale.py --export /work/exports/k137/1 --data-dir /work/data/replicated/K137
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import emit, peak_rss_gib, provenance, versions  # noqa: E402, I001  (first: TensorFlow's allocator)
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--export", required=True, help="a version folder (EXPORT_BASE/N)")
+    parser.add_argument("--data-dir", required=True, help="the graph folder whose test.txt gives the queries")
+    parser.add_argument("--queries", type=int, default=200, help="single queries timed (the first test triples)")
+    parser.add_argument("--batch", type=int, default=100, help="queries per batched request")
+    parser.add_argument("--probes", default="8,16,32,64,128", help="probe values of the approximate signature")
+    parser.add_argument("--k", type=int, default=10)
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    loaded = tf.saved_model.load(args.export)
+    load_seconds = time.perf_counter() - started
+    heads, relations = _queries(Path(args.data_dir) / "test.txt", max(args.queries, args.batch))
+    exact = loaded.signatures["predict_tail"]
+    k = tf.constant(args.k, tf.int32)
+
+    def ask(signature, first: int, count: int, **extra) -> dict:
+        out = signature(
+            head=tf.constant(heads[first : first + count]),
+            relation=tf.constant(relations[first : first + count]),
+            k=k,
+            **extra,
+        )
+        return {name: value.numpy() for name, value in out.items()}
+
+    record = {
+        "bench": "serving_scale",
+        "metric": "ms per top-10 tail query, one at a time (p50, p99) and per batched request",
+        "export": args.export,
+        "load_seconds": round(load_seconds, 2),
+        "export_bytes": sum(f.stat().st_size for f in Path(args.export).rglob("*") if f.is_file()),
+    }
+    table = loaded.entity_embeddings.numpy()
+    record["entities"], record["width"] = table.shape
+    record["matvec_ms"] = _matvec_ms(table, args.queries)
+    record["exact"], answers = _timed(
+        lambda i: ask(exact, i, 1), args.queries, lambda i: ask(exact, i * args.batch, args.batch)
+    )
+    record["exact"]["over_matvec"] = round(record["exact"]["p50_ms"] / record["matvec_ms"]["p50_ms"], 3)
+    record["predict_cli_agrees"] = _cli_agrees(args.export, heads[0], relations[0], args.k, answers[0])
+    if "predict_tail_approximate" in loaded.signatures:
+        approximate = loaded.signatures["predict_tail_approximate"]
+        record["approximate"] = {}
+        for probe in map(int, args.probes.split(",")):
+            p = {"probe": tf.constant(probe, tf.int32)}
+            timing, found = _timed(
+                lambda i, p=p: ask(approximate, i, 1, **p),
+                args.queries,
+                lambda i, p=p: ask(approximate, i * args.batch, args.batch, **p),
+            )
+            recall = [len(set(a) & set(e)) / len(e) for a, e in zip(found, answers, strict=True) if len(e)]
+            record["approximate"][str(probe)] = {**timing, "recall_at_10": round(float(np.mean(recall)), 4)}
+    record["peak_rss_gib"] = round(peak_rss_gib(), 2)
+    emit({**record, **provenance(__file__), "versions": versions()})
+
+
+def _queries(path: Path, count: int) -> tuple[list[str], list[str]]:
+    """The (head, relation) names of the first ``count`` test triples."""
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()[:count]]
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def _matvec_ms(table: np.ndarray, repeats: int) -> dict:
+    """p50 and p99 ms of ``table @ v`` for a fresh random ``v`` each time (NumPy, float32)."""
+    rng = np.random.default_rng(0)
+    times = []
+    for _ in range(min(repeats, 100)):
+        vector = rng.normal(size=table.shape[1]).astype(np.float32)
+        started = time.perf_counter()
+        np.dot(table, vector)
+        times.append(1000 * (time.perf_counter() - started))
+    return _percentiles(times)
+
+
+def _timed(one, count: int, batch) -> tuple[dict, list[list[bytes]]]:
+    """p50/p99 ms of ``one(i)`` for the first ``count`` queries (after 3 warm-up calls), ms of
+    one batched request (median of 3), and each single query's answers."""
+    for i in range(3):
+        one(i)
+        batch(0)
+    times, answers = [], []
+    for i in range(count):
+        started = time.perf_counter()
+        out = one(i)
+        times.append(1000 * (time.perf_counter() - started))
+        answers.append([a for a in out["tails"][0].tolist() if a])
+    batch_ms = []
+    for _ in range(3):
+        started = time.perf_counter()
+        batch(0)
+        batch_ms.append(1000 * (time.perf_counter() - started))
+    return {**_percentiles(times), "batch_ms": round(statistics.median(batch_ms), 1)}, answers
+
+
+def _percentiles(times: list[float]) -> dict:
+    return {"p50_ms": round(float(np.percentile(times, 50)), 2), "p99_ms": round(float(np.percentile(times, 99)), 2)}
+
+
+def _cli_agrees(export: str, head: str, relation: str, k: int, answers: list[bytes]) -> bool:
+    """``jobi-tf predict --model EXPORT --head H --relation R -k K --json`` lists the same tails."""
+    command = ["jobi-tf", "predict", "--model", export, "--head", head, "--relation", relation, "-k", str(k), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    if done.returncode:
+        sys.exit(f"jobi-tf predict failed: {done.stderr.strip().splitlines()[-1:]}")
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    return [name for name in printed["entities"] if name] == [a.decode() for a in answers]
+
+
+if __name__ == "__main__":
+    main()
