@@ -36,6 +36,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="queries per batched request")
     parser.add_argument("--probes", default="8,16,32,64,128", help="probe values of the approximate signature")
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument(
+        "--slack", default="", help="also sweep the cells' slack (comma-separated), 0 = centroid score alone"
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -61,7 +64,8 @@ def main() -> None:
         "load_seconds": round(load_seconds, 2),
         "export_bytes": sum(f.stat().st_size for f in Path(args.export).rglob("*") if f.is_file()),
     }
-    table = loaded.entity_embeddings.numpy()
+    table = loaded.entities.values.numpy()  # rows [E, W], as a user's NumPy holds them
+    table = np.ascontiguousarray(table.T) if loaded.entities.values.name.startswith("entity_columns") else table
     record["entities"], record["width"] = table.shape
     record["matvec_ms"] = _matvec_ms(table, args.queries)
     record["exact"], answers = _timed(
@@ -81,8 +85,25 @@ def main() -> None:
             )
             recall = [len(set(a) & set(e)) / len(e) for a, e in zip(found, answers, strict=True) if len(e)]
             record["approximate"][str(probe)] = {**timing, "recall_at_10": round(float(np.mean(recall)), 4)}
+        record["slack"] = float(loaded.cells.slack.numpy())
+        record["recall_by_slack"] = _slack_sweep(loaded, args, approximate, ask, answers)
     record["peak_rss_gib"] = round(peak_rss_gib(), 2)
     emit({**record, **provenance(__file__), "versions": versions()})
+
+
+def _slack_sweep(loaded, args, approximate, ask, answers) -> dict:
+    """recall@10 at each probe for each ``--slack`` (the export's own restored after)."""
+    own, sweep = loaded.cells.slack.numpy(), {}
+    for slack in [float(x) for x in args.slack.split(",") if x]:
+        loaded.cells.slack.assign(slack)
+        for probe in map(int, args.probes.split(",")):
+            found = [
+                ask(approximate, i, 1, probe=tf.constant(probe, tf.int32))["tails"][0] for i in range(args.queries)
+            ]
+            recall = [len({a for a in f if a} & set(e)) / len(e) for f, e in zip(found, answers, strict=True) if e]
+            sweep.setdefault(str(slack), {})[str(probe)] = round(float(np.mean(recall)), 4)
+    loaded.cells.slack.assign(own)
+    return sweep
 
 
 def _queries(path: Path, count: int) -> tuple[list[str], list[str]]:

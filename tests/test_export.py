@@ -234,10 +234,13 @@ def test_the_export_holds_only_the_triple_tables_and_the_vocabularies(random_exp
     export = random_export("complex")
     stored = {name: shape for name, shape in tf.train.list_variables(str(export.path / "variables" / "variables"))}
     stored.pop("_CHECKPOINTABLE_OBJECT_GRAPH")
-    assert stored == {
-        "entity_embeddings/.ATTRIBUTES/VARIABLE_VALUE": [len(export.entities), 10],
+    assert stored == {  # ComplEx scores by dot products: its entity table is stored as columns (`EntityTable`)
+        "entities/values/.ATTRIBUTES/VARIABLE_VALUE": [10, len(export.entities)],
         "triple_relations/.ATTRIBUTES/VARIABLE_VALUE": [len(export.relations), 10],
     }
+    loaded = tf.saved_model.load(str(export.path))
+    assert loaded.entities.values.name.startswith("entity_columns")
+    np.testing.assert_array_equal(loaded.entities.values.numpy().T, export.model.entity_embeddings.numpy())
     assert not any("pair" in name or "optimizer" in name for name in stored)
     assets = export.path / "assets"
     assert (assets / "entities.txt").read_text(encoding="utf-8").splitlines() == list(export.entities.labels)

@@ -33,9 +33,11 @@ def _ask(loaded, signature: str, k: int, probe: int | None = None, **names):
 
 def test_kmeans_assigns_every_row_to_its_nearest_centroid():
     rows = np.random.default_rng(0).normal(size=(500, 6)).astype(np.float32)
-    centroids, cell = kmeans_cells(rows, 7, sample=300)
+    centroids, cell, radius = kmeans_cells(rows, 7, sample=300)
     distances = ((rows[:, None, :] - centroids[None]) ** 2).sum(-1)
     np.testing.assert_allclose(distances[np.arange(len(rows)), cell], distances.min(1), rtol=1e-4, atol=1e-4)
+    farthest = [np.sqrt(distances[cell == c, c].max()) for c in range(7)]
+    np.testing.assert_allclose(radius, farthest, rtol=1e-4)
     assert centroids.shape == (7, 6) and len(np.unique(cell)) == 7
     assert default_cells(1_853_898) == 5446 and default_cells(3) == 3
 

@@ -14,9 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.contracts.scorer import Scorer
-from jobi_tf.export.cells import CellIndex
+from jobi_tf.export.cells import CellIndex, Cells
 from jobi_tf.export.scorer_module import _K, _NAMES, TripleScorerModule
-from jobi_tf.export.served_tables import read_value
 from jobi_tf.runtime.errors import ExportError
 
 __all__ = ["ApproximateScorerModule"]
@@ -27,14 +26,14 @@ class ApproximateScorerModule(TripleScorerModule):
 
     Args:
         *args, **kwargs: `TripleScorerModule`'s.
-        cells: ``(centroids [C, W], cell [E])`` from `jobi_tf.export.cells.kmeans_cells`.
+        cells: `jobi_tf.export.cells.Cells`, from `jobi_tf.export.cells.kmeans_cells`.
 
     Raises:
         ExportError: a scorer that is not a dot product of a query and a row, or a model with a
             slot prior (its offsets are per entity, not per row of a cell).
     """
 
-    def __init__(self, *args, cells: tuple[np.ndarray, np.ndarray], **kwargs) -> None:
+    def __init__(self, *args, cells: Cells, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if type(self._scorer).score_candidates is not Scorer.score_candidates:
             raise ExportError(
@@ -42,7 +41,7 @@ class ApproximateScorerModule(TripleScorerModule):
             )
         if self.slot_log_counts is not None:
             raise ExportError("--cells: a model trained with --slot-prior cannot be served from cells")
-        self.cells = CellIndex(*cells)
+        self.cells = CellIndex(cells)
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K, _K], autograph=False)
     def predict_tail_approximate(
@@ -61,11 +60,10 @@ class ApproximateScorerModule(TripleScorerModule):
     def _approximate(self, side: str, k: tf.Tensor, probe: tf.Tensor, **names: tf.Tensor) -> dict[str, tf.Tensor]:
         found, ids = self._ids(**names)
         anchor, r = ids if side == "tail" else ids[::-1]
-        entities = read_value(self.entity_embeddings)
-        queries = self._queries(entities, self.triple_relations)
+        queries = self._queries(self.triple_relations)
         query = queries.tail(anchor, r) if side == "tail" else queries.head(r, anchor)  # [B, W]
         candidates = self.cells.candidates(query, probe)  # entity ids [B, (n)]
-        rows = tf.gather(entities, candidates.flat_values)
+        rows = self.entities.rows(candidates.flat_values)
         flat = tf.reduce_sum(rows * tf.gather(query, candidates.value_rowids()), axis=-1)  # <query, row>
         known = self.known_tails if side == "tail" else self.known_heads
         if known is not None:

@@ -11,10 +11,24 @@ score is the exact score and only the choice of candidates is approximate.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["CellIndex", "kmeans_cells", "default_cells"]
+__all__ = ["Cells", "CellIndex", "kmeans_cells", "default_cells", "SLACK"]
+
+#: How much of a cell's radius its probe score adds, per unit of the query's norm (see `CellIndex.candidates`).
+SLACK = 0.5
+
+
+class Cells(NamedTuple):
+    """k-means cells of the entity rows: ``centroids [C, W]``, each row's ``cell [E]``, and each
+    cell's ``radius [C]`` (its farthest member's distance from the centroid)."""
+
+    centroids: np.ndarray
+    cell: np.ndarray
+    radius: np.ndarray
 
 
 def default_cells(num_entities: int) -> int:
@@ -23,11 +37,9 @@ def default_cells(num_entities: int) -> int:
     return max(1, min(num_entities, int(round(4 * np.sqrt(num_entities)))))
 
 
-def kmeans_cells(
-    rows: np.ndarray, cells: int, *, iterations: int = 10, sample: int = 200_000, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(centroids [C, W], cell [E])``: Lloyd's k-means on a sample of ``rows``, then every row
-    assigned to its nearest centroid (squared distance).
+def kmeans_cells(rows: np.ndarray, cells: int, *, iterations: int = 10, sample: int = 200_000, seed: int = 0) -> Cells:
+    """`Cells` of ``rows``: Lloyd's k-means on a sample of them, then every row assigned to its
+    nearest centroid (squared distance).
 
     Why a sample: one pass over 1.85M rows and 5,000 centroids is 2·10^12 FLOP; the centroids
     settle on 200k rows as well, and the last assignment visits every row once. An empty cell
@@ -46,7 +58,10 @@ def kmeans_cells(
         empty = counts == 0
         centroids[~empty] = sums[~empty] / counts[~empty, None]
         centroids[empty] = train[rng.choice(len(train), int(empty.sum()), replace=False)]
-    return centroids, _nearest(rows, centroids)
+    cell = _nearest(rows, centroids)
+    radius = np.zeros(cells, np.float32)
+    np.maximum.at(radius, cell, np.linalg.norm(rows - centroids[cell], axis=1))
+    return Cells(centroids, cell, radius)
 
 
 def _nearest(rows: np.ndarray, centroids: np.ndarray, block: int = 16_384) -> np.ndarray:
@@ -60,26 +75,33 @@ def _nearest(rows: np.ndarray, centroids: np.ndarray, block: int = 16_384) -> np
 
 
 class CellIndex(tf.Module):
-    """The cells of an export's entity rows: centroids, and the entity ids of each cell.
+    """The cells of an export's entity rows as variables: centroids, radii and each cell's entity ids."""
 
-    Args:
-        centroids: float32 ``[C, W]``.
-        cell: int ``[E]``, each entity's cell.
-    """
-
-    def __init__(self, centroids: np.ndarray, cell: np.ndarray) -> None:
+    def __init__(self, cells: Cells) -> None:
         super().__init__(name="cell_index")
+        centroids, cell, radius = cells
         order = np.argsort(cell, kind="stable").astype(np.int32)
         offsets = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=len(centroids)))]).astype(np.int64)
         self.centroids = tf.Variable(np.asarray(centroids, np.float32), trainable=False, name="centroids")
+        self.radius = tf.Variable(np.asarray(radius, np.float32), trainable=False, name="radius")
+        self.slack = tf.Variable(SLACK, trainable=False, name="slack")  # a variable: a study may sweep it
         self.members = tf.Variable(order, trainable=False, name="members")  # entity ids, cell by cell
         self.offsets = tf.Variable(offsets, trainable=False, name="offsets")  # cell c: members[offsets[c]:offsets[c+1]]
 
     def candidates(self, queries: tf.Tensor, probe: tf.Tensor) -> tf.RaggedTensor:
-        """Entity ids ``[B, (n)]`` of the ``probe`` cells whose centroids score highest against each query."""
+        """Entity ids ``[B, (n)]`` of the ``probe`` cells with the highest probe scores for each query.
+
+        A cell's probe score is ``<q, centroid> + SLACK * |q| * radius``. Why not the centroid's
+        score alone: the best score is an inner product, not a distance, and a wide cell can hold
+        a row far better than its centroid (with ``SLACK = 1`` the score is the bound
+        ``<q, x> <= <q, c> + |q| |x - c|``, loose in high dimension). At 1.85M entities, dim
+        100 ComplEx, 256 of 5,446 cells, the exact top 10's recall was 0.80 by the centroid
+        alone, 0.93 by the bound and 0.97 halfway (docs/serving.md).
+        """
         centroids = self.centroids.value()
         probe = tf.clip_by_value(probe, 1, tf.shape(centroids)[0])
-        _, chosen = tf.math.top_k(tf.matmul(queries, centroids, transpose_b=True), k=probe)  # [B, P]
+        slack = self.slack.value() * tf.norm(queries, axis=1, keepdims=True) * self.radius.value()[None, :]
+        _, chosen = tf.math.top_k(tf.matmul(queries, centroids, transpose_b=True) + slack, k=probe)  # [B, P]
         offsets = self.offsets.value()
         flat = tf.reshape(chosen, [-1])  # [B * P]
         spans = tf.ragged.range(tf.gather(offsets, flat), tf.gather(offsets, flat + 1))  # [B * P, (n)]

@@ -18,12 +18,10 @@ Unknown names, the same in every signature: a row with a name outside the vocabu
 ``found = False``, score(s) NaN and empty names; the other rows are answered normally.
 Nothing raises, so one bad row never fails a batch.
 
-Top-k is the scorer's ``score_candidates`` of the query against the entity table (one
-matmul) and ``tf.math.top_k`` (ties: lower id first); queries are the model's own
-(`jobi_tf.models.tables.Queries`). Exported with ``filter_known``, the training facts of
-each query are set to ``-inf`` before the top-k, so they come last and appear only when
-``k`` exceeds the number of other entities. `jobi_tf.api.Run`'s predictions run this same
-code in-process.
+Top-k: the query's scores against the entity table (`EntityTable.scores`, one matmul) and
+``tf.math.top_k`` (ties: lower id first); queries are the model's own (`Queries`). With
+``filter_known`` each query's training facts score ``-inf``, so they come last.
+`jobi_tf.api.Run`'s predictions run this same code in-process.
 """
 
 from __future__ import annotations
@@ -35,7 +33,8 @@ import tensorflow as tf
 
 from jobi_tf.data.index import CSR
 from jobi_tf.evaluation.calibration import Calibration
-from jobi_tf.export.served_tables import KnownFacts, calibration_variables, interpolate, read_value, vocab_table
+from jobi_tf.export import served_tables as served
+from jobi_tf.export.served_tables import EntityTable, KnownFacts, read_value, vocab_table
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import Scorer
 from jobi_tf.models.slot_prior import SlotPrior
@@ -87,9 +86,9 @@ class TripleScorerModule(tf.Module):
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
         self._reciprocal = reciprocal
-        self.num_entities = len(entity_embeddings)
         self.num_relations = len(triple_relations) // (2 if reciprocal else 1)
-        self.entity_embeddings = tf.Variable(entity_embeddings, trainable=False, name="entity_embeddings")
+        self.entities = EntityTable(entity_embeddings, scorer)  # rows, or columns for a dot product
+        self.num_entities = self.entities.num_entities
         self.triple_relations = tf.Variable(triple_relations, trainable=False, name="triple_relations")
         self.entity_ids = vocab_table(entity_vocab, self.num_entities, to_ids=True)
         self.relation_ids = vocab_table(relation_vocab, self.num_relations, to_ids=True)
@@ -99,7 +98,7 @@ class TripleScorerModule(tf.Module):
         self.known_heads = KnownFacts.optional(known_heads, "known_heads")
         self.known_relations = KnownFacts.optional(known_relations, "known_relations")
         # Platt's per-row [a, b], or an isotonic map's knots and values (`calibration_variables`).
-        self.calibration, self.knots, self.values = calibration_variables(calibration)
+        self.calibration, self.knots, self.values = served.calibration_variables(calibration)
         tails, heads = slots if slots is not None else (None, None)
         self.slot_tails, self.slot_heads = (
             KnownFacts.optional(tails, "slot_tails"),
@@ -146,9 +145,9 @@ class TripleScorerModule(tf.Module):
     def score(self, head: tf.Tensor, relation: tf.Tensor, tail: tf.Tensor) -> dict[str, tf.Tensor]:
         """Triple-head score of each (head, relation, tail) row; NaN where a name is unknown."""
         found, (h, r, t) = self._ids(head=head, relation=relation, tail=tail)
-        entities, relations = read_value(self.entity_embeddings), read_value(self.triple_relations)
+        relations = read_value(self.triple_relations)
         # The same expression as JoBiModel.score_triples.
-        scores = self._scorer.score(tf.gather(entities, h), tf.gather(relations, r), tf.gather(entities, t))
+        scores = self._scorer.score(self.entities.rows(h), tf.gather(relations, r), self.entities.rows(t))
         if self.slot_log_counts is not None:
             scores += self._prior().triples(h, r, t)
         out = {"score": tf.where(found, scores, np.nan), "found": found}
@@ -167,7 +166,9 @@ class TripleScorerModule(tf.Module):
             ab = tf.gather(read_value(self.calibration), rows)  # [B, 2]
             p = tf.sigmoid(ab[:, :1] * columns + ab[:, 1:])
         else:
-            p = interpolate(tf.gather(read_value(self.knots), rows), tf.gather(read_value(self.values), rows), columns)
+            p = served.interpolate(
+                tf.gather(read_value(self.knots), rows), tf.gather(read_value(self.values), rows), columns
+            )
         return p if scores.shape.rank == 2 else p[:, 0]
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K], autograph=False)
@@ -213,10 +214,9 @@ class TripleScorerModule(tf.Module):
         head's picks of probability >= ``min_pair``)."""
         found, ids = self._ids(**names)
         anchor, r = ids if side == "tail" else ids[::-1]  # anchor: the entity given
-        entities = read_value(self.entity_embeddings)
 
         def query(relation_table: tf.Variable) -> tf.Tensor:  # `Queries.tail(h, r)` or `Queries.head(r, t)`
-            queries = self._queries(entities, relation_table)
+            queries = self._queries(relation_table)
             return queries.tail(anchor, r) if side == "tail" else queries.head(r, anchor)
 
         triple_query, soft = query(self.triple_relations), None
@@ -228,7 +228,7 @@ class TripleScorerModule(tf.Module):
         if self.slot_log_counts is not None:
             prior = self._prior()
             offsets = prior.tails(anchor, r) if side == "tail" else prior.heads(r, anchor)
-        answers, scores = self._top_k(entities, triple_query, keys, known, found, k, slots, r, soft, offsets)
+        answers, scores = self._top_k(triple_query, keys, known, found, k, slots, r, soft, offsets)
         out = {f"{side}s": answers, "scores": scores, "found": found}
         if self.calibrated:  # a reciprocal model's head scores have the inverse row's scale
             inverse = side == "head" and self._reciprocal
@@ -240,12 +240,12 @@ class TripleScorerModule(tf.Module):
         copy the table: `jobi_tf.export.served_tables.read_value`)."""
         return SlotPrior(read_value(self.slot_log_counts), self._prior_weight, self.num_relations)
 
-    def _queries(self, entities: tf.Tensor, relation_table: tf.Variable) -> Queries:
+    def _queries(self, relation_table: tf.Variable) -> Queries:
         """The model's own query expressions (`jobi_tf.models.tables.Queries`), over value reads."""
         relations = read_value(relation_table)
         return Queries(
             self._scorer,
-            lambda ids: tf.gather(entities, ids),
+            self.entities.rows,
             lambda ids: tf.gather(relations, ids),
             self.num_relations,
             self._reciprocal,
@@ -255,8 +255,8 @@ class TripleScorerModule(tf.Module):
     def predict_relation(self, head: tf.Tensor, tail: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
         """Top-k relations of each (head, tail) row: the forward relations, scored as triples."""
         found, (h, t) = self._ids(head=head, tail=tail)
-        entities, relations = read_value(self.entity_embeddings), read_value(self.triple_relations)
-        query = self._scorer.relation_query(tf.gather(entities, h), tf.gather(entities, t))
+        relations = read_value(self.triple_relations)
+        query = self._scorer.relation_query(self.entities.rows(h), self.entities.rows(t))
         scores = self._scorer.score_candidates(query, relations[: self.num_relations])  # [B, R]
         if self.slot_log_counts is not None:
             scores += self._prior().relations(h, t)
@@ -272,7 +272,6 @@ class TripleScorerModule(tf.Module):
 
     def _top_k(
         self,
-        entities: tf.Tensor,
         query: tf.Tensor,
         keys: tf.Tensor,
         known: KnownFacts | None,
@@ -287,7 +286,7 @@ class TripleScorerModule(tf.Module):
         (among each row's relation's slot entities when ``slots`` is given, and also those
         whose pair-head probability reaches ``p`` when ``soft = (pair_query, p)``); ``offsets``
         ``[B, E]``: the slot prior's part of the scores, or None."""
-        scores = self._scorer.score_candidates(query, entities)  # [B, E]
+        scores = self.entities.scores(query, self._scorer)  # [B, E]
         if offsets is not None:
             scores += offsets
         if known is not None:
@@ -297,7 +296,7 @@ class TripleScorerModule(tf.Module):
             if soft is not None:
                 pair_query, min_probability = soft
                 min_score = pair_score_threshold(min_probability)
-                allowed |= self._scorer.score_candidates(pair_query, entities) >= min_score
+                allowed |= self.entities.scores(pair_query, self._scorer) >= min_score
             scores = tf.where(allowed, scores, tf.constant(-np.inf, scores.dtype))
         best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_entities))
         names = self.entity_names.lookup(tf.cast(ids, tf.int64))
