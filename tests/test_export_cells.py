@@ -85,6 +85,11 @@ def test_unknown_names_are_not_found(random_export, tmp_path):
     out = _ask(loaded, "predict_tail_approximate", 3, probe=2, head=["nobody", "Berlin"], relation=["borders"] * 2)
     assert out["found"].tolist() == [False, True]
     assert (out["tails"][0] == b"").all() and np.isnan(out["scores"][0]).all() and np.isfinite(out["scores"][1]).all()
+    empty = _ask(loaded, "predict_tail_approximate", 3, probe=2, head=np.array([], str), relation=np.array([], str))
+    assert empty["tails"].shape[0] == 0 and empty["found"].shape == (0,)
+    many = _ask(loaded, "predict_tail_approximate", 1000, probe=1, head=["Berlin"], relation=["borders"])
+    assert many["tails"].shape == (1, 30)  # k clipped to the entities; a cell's missing answers are empty
+    assert (many["tails"][0][np.isneginf(many["scores"][0])] == b"").all() and np.isneginf(many["scores"][0]).any()
 
 
 def test_bad_cells_are_refused_in_one_line(tmp_path):

@@ -58,20 +58,32 @@ class ApproximateScorerModule(TripleScorerModule):
         return self._approximate("head", k, probe, relation=relation, tail=tail)
 
     def _approximate(self, side: str, k: tf.Tensor, probe: tf.Tensor, **names: tf.Tensor) -> dict[str, tf.Tensor]:
+        """One query at a time (`tf.map_fn`): memory is one query's candidates (``probe`` cells of
+        rows), not the batch's (100 queries x 256 cells x 340 rows x 200 floats would be 7 GB)."""
         found, ids = self._ids(**names)
         anchor, r = ids if side == "tail" else ids[::-1]
         queries = self._queries(self.triple_relations)
         query = queries.tail(anchor, r) if side == "tail" else queries.head(r, anchor)  # [B, W]
-        candidates = self.cells.candidates(query, probe)  # entity ids [B, (n)]
-        rows = self.entities.rows(candidates.flat_values)
-        flat = tf.reduce_sum(rows * tf.gather(query, candidates.value_rowids()), axis=-1)  # <query, row>
         known = self.known_tails if side == "tail" else self.known_heads
-        if known is not None:
-            keys = anchor * self.num_relations + r
-            flat = tf.where(known.contains(keys, candidates), tf.constant(-np.inf, flat.dtype), flat)
-        scores = candidates.with_flat_values(flat).to_tensor(default_value=-np.inf)  # [B, n_max]
-        best, position = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, tf.shape(scores)[1]))
-        chosen = tf.gather(candidates.to_tensor(default_value=-1), position, batch_dims=1)
+        k = tf.clip_by_value(k, 0, self.num_entities)
+
+        def answer(inputs: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+            one, key = inputs
+            candidates = self.cells.candidates(one[None, :], probe)  # entity ids [1, (n)]
+            scores = tf.linalg.matvec(self.entities.rows(candidates.flat_values), one)  # <query, row>
+            if known is not None:
+                scores = tf.where(known.contains(key[None], candidates), tf.constant(-np.inf, scores.dtype), scores)
+            best, position = tf.math.top_k(scores, k=tf.minimum(k, tf.size(scores)))
+            missing = [[0, k - tf.size(best)]]  # fewer candidates than k: no answers, as a typed slot
+            return tf.pad(best, missing, constant_values=-np.inf), tf.pad(
+                tf.gather(candidates.flat_values, position), missing, constant_values=-1
+            )
+
+        # One more (dummy) query, dropped after: map_fn cannot stack the results of an empty batch.
+        keys = tf.concat([anchor * self.num_relations + r, [0]], 0)
+        query = tf.concat([query, tf.zeros([1, tf.shape(query)[1]], query.dtype)], 0)
+        spec = (tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32))
+        best, chosen = (t[:-1] for t in tf.map_fn(answer, (query, keys), fn_output_signature=spec))  # [B, k] each
         answers = tf.where(tf.math.is_inf(best), "", self.entity_names.lookup(tf.cast(chosen, tf.int64)))
         return {
             f"{side}s": tf.where(found[:, None], answers, ""),
