@@ -47,14 +47,15 @@ def time_parts(index, variant: str, args) -> dict:
     joint = variant == "jobi"
     settings = {**VARIANTS[variant], **({"biased_chunk": args.biased_chunk} if joint and args.biased_chunk else {})}
     cfg = SamplerConfig(batch_size=1000, neg=100, shared_negatives=1000, corrupt_side="per-positive", **settings)
-    stream = iter(make_train_dataset(index, cfg, seed=0, pair_labels=joint))
+    pair_every = args.pair_every if joint else 1
+    stream = iter(make_train_dataset(index, cfg, seed=0, pair_labels=joint, pair_every=pair_every))
     for _ in range(10):
         next(stream)
     start = time.perf_counter()
     batches = [next(stream) for _ in range(args.steps)]
     pipeline = (time.perf_counter() - start) / args.steps
     keras.utils.set_random_seed(0)
-    model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint)
+    model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=pair_every)
     model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
     passes = step_passes(compiled_train_step(model), batches, args.passes)
     del model
@@ -77,6 +78,7 @@ def main() -> None:
     parser.add_argument("--optimizer", default="lazy-adam", help="both sides' optimizer")
     parser.add_argument("--lr", type=float, default=0.001)
     parser.add_argument("--biased-chunk", type=int, default=0, help="JoBi's --biased-chunk (0: 10)")
+    parser.add_argument("--pair-every", type=int, default=1, help="JoBi's --pair-every (the recommended flags: 10)")
     args = parser.parse_args()
     graphs = {}
     for folder in args.data_dir:
@@ -108,6 +110,7 @@ def main() -> None:
                 "optimizer": f"{args.optimizer} {args.lr}",
                 "variants": VARIANTS,
                 "jobi_biased_chunk": args.biased_chunk or VARIANTS["jobi"]["biased_chunk"],
+                "jobi_pair_every": args.pair_every,
                 "steps": args.steps,
                 "passes": args.passes,
             },

@@ -67,6 +67,8 @@ class TripleScorerModule(tf.Module):
             counts and ``w``, added to every score; None for a model trained without one.
     """
 
+    entity_columns = True  # `EntityTable`: a dot-product scorer's table stored as columns
+
     def __init__(
         self,
         scorer: Scorer,
@@ -87,7 +89,7 @@ class TripleScorerModule(tf.Module):
         self._scorer = scorer
         self._reciprocal = reciprocal
         self.num_relations = len(triple_relations) // (2 if reciprocal else 1)
-        self.entities = EntityTable(entity_embeddings, scorer)  # rows, or columns for a dot product
+        self.entities = EntityTable(entity_embeddings, scorer, self.entity_columns)  # columns for a dot product
         self.num_entities = self.entities.num_entities
         self.triple_relations = tf.Variable(triple_relations, trainable=False, name="triple_relations")
         self.entity_ids = vocab_table(entity_vocab, self.num_entities, to_ids=True)
@@ -116,8 +118,7 @@ class TripleScorerModule(tf.Module):
 
     @staticmethod
     def _same_length(**names: tf.Tensor) -> list[tf.Tensor]:
-        """The inputs, once checked to have one length (else InvalidArgumentError naming them);
-        elementwise ops would otherwise broadcast a length-1 batch or return nothing."""
+        """The inputs, checked to have one length (elementwise ops would broadcast a length-1 batch)."""
         (first, a), *rest = names.items()
         checks = [
             tf.debugging.assert_equal(

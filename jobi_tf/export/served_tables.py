@@ -46,12 +46,13 @@ class EntityTable(tf.Module):
     Why the columns: a query's scores are then ``q @ columns``, which reads the table once, in
     order: a 1.85M x 200 table took 42 ms on one core this way, 62 ms as ``q @ rows^T`` and
     50 ms as NumPy's ``rows @ q`` (docs/serving.md). An exact top-k is bounded by that read.
-    A row is gathered as a column, which costs a strided read of ``W`` floats per id.
+    A row is gathered as a column, a strided read of ``W`` floats per id: cheap for a batch's
+    queries, not for the 10^5 candidates of an approximate query (``columns=False`` there).
     """
 
-    def __init__(self, table: np.ndarray, scorer: Scorer) -> None:
+    def __init__(self, table: np.ndarray, scorer: Scorer, columns: bool = True) -> None:
         super().__init__(name="entity_table")
-        self.by_column = type(scorer).score_candidates is Scorer.score_candidates
+        self.by_column = columns and type(scorer).score_candidates is Scorer.score_candidates
         self.num_entities = len(table)
         values, name = (
             (np.ascontiguousarray(table.T), "entity_columns") if self.by_column else (table, "entity_embeddings")
