@@ -81,11 +81,13 @@ class ApproximateScorerModule(TripleScorerModule):
                 tf.gather(candidates.flat_values, position), missing, constant_values=-1
             )
 
-        # One more (dummy) query, dropped after: map_fn cannot stack the results of an empty batch.
-        keys = tf.concat([anchor * self.num_relations + r, [0]], 0)
-        query = tf.concat([query, tf.zeros([1, tf.shape(query)[1]], query.dtype)], 0)
+        keys = anchor * self.num_relations + r
         spec = (tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32))
-        best, chosen = (t[:-1] for t in tf.map_fn(answer, (query, keys), fn_output_signature=spec))  # [B, k] each
+        best, chosen = tf.cond(  # (map_fn cannot stack the results of an empty batch)
+            tf.size(keys) > 0,
+            lambda: tf.map_fn(answer, (query, keys), fn_output_signature=spec),  # [B, k] each
+            lambda: (tf.zeros([0, k], tf.float32), tf.zeros([0, k], tf.int32)),
+        )
         answers = tf.where(tf.math.is_inf(best), "", self.entity_names.lookup(tf.cast(chosen, tf.int64)))
         return {
             f"{side}s": tf.where(found[:, None], answers, ""),

@@ -1,0 +1,76 @@
+"""The headline figures at 1.85M entities in one file, read from the raw files that measured them.
+
+Why a script: ``docs/results/scale/at-1.85m.json`` is what README's speed bullet quotes, and each
+of its figures must come from a raw file with its own command; this reads those files (an epoch
+of each side, one ranking, one serving run), keeps their paths and commands beside the figures,
+and prints one JSON line.
+
+    python bench/at_scale.py --epochs docs/results/scale/epoch-seconds-K137.json \\
+        --ranking docs/results/scale/ranking-K137-after.json --serving docs/results/scale/serving-K137.json \\
+        --approximate-probe 256 > docs/results/scale/at-1.85m.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _read(path: str) -> dict:
+    """The last JSON line of a raw file."""
+    return json.loads(Path(path).read_text(encoding="utf-8").strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", required=True, help="bench/epoch_seconds.py's raw file")
+    parser.add_argument("--ranking", required=True, help="bench/ranking_speed.py's raw file")
+    parser.add_argument("--route", default="bfloat16", help="the ranking route quoted (what --valid-dtype auto runs)")
+    parser.add_argument("--serving", required=True, help="bench/serving_scale.py's raw file (an export with --cells)")
+    parser.add_argument("--exact-serving", help="bench/serving_scale.py's raw file of an export without --cells")
+    parser.add_argument("--approximate-probe", type=int, required=True, help="the probe quoted")
+    args = parser.parse_args()
+    epochs, ranking, serving = _read(args.epochs), _read(args.ranking), _read(args.serving)
+    exact = _read(args.exact_serving) if args.exact_serving else serving
+    route = ranking["routes"][args.route]
+    approximate = serving["approximate"][str(args.approximate_probe)]
+    record = {
+        "graph": "FB15k-237 replicated, K = 137: 1,853,898 entities, 19,311,521 training triples; ComplEx dim 100",
+        "epoch_seconds": epochs["epoch_seconds"],
+        "epoch_ratio_jobi_over_baseline": epochs["jobi_over_baseline"]["median"],
+        "validation_seconds": route["seconds"],
+        "validation_route": args.route,
+        "ranking_flops_per_s": route["flops_per_s"],
+        "training_flops_per_s": ranking["training"]["flops_per_s"],
+        "ranking_share_of_training_rate": round(route["flops_per_s"] / ranking["training"]["flops_per_s"], 3),
+        "serving": {
+            "exact_p50_ms": exact["exact"]["p50_ms"],
+            "exact_p99_ms": exact["exact"]["p99_ms"],
+            "matvec_ms": exact["matvec_ms"]["p50_ms"],
+            "exact_batch_100_ms": exact["exact"]["batch_ms"],
+            "approx_p50_ms": approximate["p50_ms"],
+            "approx_p99_ms": approximate["p99_ms"],
+            "approx_recall_at_10": approximate["recall_at_10"],
+            "approx_probe": args.approximate_probe,
+            "load_seconds": exact["load_seconds"],
+        },
+        "cpu": ranking["machine"],
+        "sources": {
+            name: {"file": path, "command": _read(path)["command"]}
+            for name, path in (
+                ("epochs", args.epochs),
+                ("ranking", args.ranking),
+                ("serving", args.serving),
+                ("exact_serving", args.exact_serving),
+            )
+            if path
+        },
+        "command": "python bench/at_scale.py " + " ".join(sys.argv[1:]),
+    }
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
