@@ -38,7 +38,7 @@ def _table(answer) -> str:
     if answer.signature == "score":
         return f"{shown}\tscore {answer.scores[0]:.7g}" + ("" if probs is None else f"\tprobability {probs[0]:.4f}")
     slot = {"predict_tail": "tail", "predict_head": "head", "predict_relation": "relation"}[
-        answer.signature.removesuffix("_typed").removesuffix("_soft")
+        answer.signature.removesuffix("_approximate").removesuffix("_typed").removesuffix("_soft")
     ]
     width = max([len(slot)] + [len(name) for name in answer.entities])
     head = f"{'rank':>4}  {slot:<{width}}  score" + ("" if probs is None else "       probability")
@@ -94,6 +94,14 @@ def _table(answer) -> str:
     help="Like --typed, and also the entities the pair head places in the slot with probability >= P "
     "(an export of a --joint run made with --typed --pair-head).",
 )
+@click.option(
+    "--probe",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Approximate answers: rank only the rows of the N cells nearest the query (an export made with --cells; "
+    "docs/serving.md).",
+)
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds per server request.")
 @click.pass_context
 @reports_errors
@@ -112,6 +120,10 @@ def predict(ctx: click.Context, **flags) -> None:
         raise click.UsageError("give --relation with --head, --tail or both; or --head and --tail to rank relations")
     if flags["head"] is None and flags["tail"] is None:
         raise click.UsageError("give --head, --tail, or both")
+    if flags["probe"] is not None and (flags["typed"] or flags["min_pair_probability"] is not None):
+        raise click.UsageError(
+            "--probe (approximate answers) cannot be combined with --typed or --min-pair-probability"
+        )
     from jobi_tf.serving.client import ServingError, ask
 
     predictor = _predictor(
@@ -125,6 +137,7 @@ def predict(ctx: click.Context, **flags) -> None:
         flags["k"],
         typed=flags["typed"],
         min_pair_probability=flags["min_pair_probability"],
+        probe=flags["probe"],
     )
     if not answer.found:
         q = answer.query

@@ -260,6 +260,8 @@ class LocalPredictor:
                 hint = " (export a --joint run with --typed --pair-head)"
             elif signature.endswith("_typed"):
                 hint = " (export the run with --typed)"
+            elif signature.endswith("_approximate"):
+                hint = " (export the run with --cells auto)"
             else:
                 hint = " (an older export: export again)"
             raise ServingError(f"{self.path}: the export has no {signature} signature{hint}")
@@ -329,6 +331,7 @@ def ask(
     k: int = 10,
     typed: bool = False,
     min_pair_probability: float | None = None,
+    probe: int | None = None,
 ):
     """Answer one query; which of ``head``/``relation``/``tail`` is None picks the signature.
 
@@ -336,7 +339,8 @@ def ask(
     ``(head, ?, tail)`` → ``predict_relation``, all three → ``score``. ``typed`` asks the
     ``*_typed`` signatures of a ``--typed`` export for tails and heads (type-aware answers);
     ``min_pair_probability`` the ``*_soft_typed`` ones of a ``--typed --pair-head`` export,
-    which also admit the entities the pair head places in the slot.
+    which also admit the entities the pair head places in the slot; ``probe`` the
+    ``*_approximate`` ones of a ``--cells`` export, which rank the rows of ``probe`` cells.
 
     Returns:
         An `Answer`.
@@ -353,7 +357,10 @@ def ask(
         out = predictor.predict("score", {"head": [head], "relation": [relation], "tail": [tail]})
         probability = [float(out["probability"][0])] if "probability" in out else None
         return Answer("score", query, bool(out["found"][0]), [], [float(out["score"][0])], probability)
+    if probe is not None and (typed or min_pair_probability is not None):
+        raise ValueError("probe (approximate answers) cannot be combined with typed answers")
     suffix = "_soft_typed" if min_pair_probability is not None else "_typed" if typed else ""
+    suffix = "_approximate" if probe is not None else suffix
     if tail is None:
         signature, inputs, answers = "predict_tail" + suffix, {"head": [head], "relation": [relation]}, "tails"
     else:
@@ -361,6 +368,8 @@ def ask(
     inputs["k"] = k
     if min_pair_probability is not None:
         inputs["min_pair_probability"] = min_pair_probability
+    if probe is not None:
+        inputs["probe"] = probe
     out = predictor.predict(signature, inputs)
     probabilities = [float(p) for p in out["probabilities"][0]] if "probabilities" in out else None
     scores = [float(s) for s in out["scores"][0]]

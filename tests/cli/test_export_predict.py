@@ -250,3 +250,28 @@ def test_soft_slot_evaluation_needs_a_joint_run(run_dir, tmp_path):
     refused = runner.invoke(main, ["evaluate", str(base), "--restrict", "soft-slots"])
     assert refused.exit_code == 2 and "Traceback" not in refused.output
     assert "--restrict: 'soft-slots' needs a model with a pair head" in refused.output
+
+
+def test_approximate_predictions_from_the_cli(run_dir, export_dir, tmp_path):
+    """``--probe`` asks the approximate signature; probing every cell gives the exact answers."""
+    runner = CliRunner()
+    entities = (run_dir / "entities.txt").read_text().splitlines()
+    relation = (run_dir / "relations.txt").read_text().splitlines()[0]
+    query = ["--head", entities[0], "--relation", relation, "-k", "5", "--json"]
+    plain = runner.invoke(main, ["predict", "--model", str(export_dir), *query, "--probe", "2"])
+    assert (
+        plain.exit_code == 1
+        and "no predict_tail_approximate signature (export the run with --cells auto)" in plain.output
+    )
+    both = runner.invoke(main, ["predict", "--model", str(export_dir), *query, "--probe", "2", "--typed"])
+    assert both.exit_code == 2 and "--probe" in both.output
+    base = tmp_path / "cells"
+    made = runner.invoke(main, ["-q", "export", str(run_dir), "--out", str(base), "--cells", "3"])
+    assert made.exit_code == 0 and json.loads(made.stdout)["cells"] == 3, made.output
+    exact = json.loads(runner.invoke(main, ["-q", "predict", "--model", str(base), *query]).stdout)
+    every = runner.invoke(main, ["-q", "predict", "--model", str(base), *query, "--probe", "3"])
+    assert every.exit_code == 0, every.output
+    answer = json.loads(every.stdout)
+    assert answer["signature"] == "predict_tail_approximate" and answer["entities"] == exact["entities"]
+    table = runner.invoke(main, ["-q", "predict", "--model", str(base), *query[:-1], "--probe", "1"])
+    assert table.exit_code == 0 and "top 5 tails" in table.output
