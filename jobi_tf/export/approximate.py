@@ -16,7 +16,6 @@ import tensorflow as tf
 from jobi_tf.contracts.scorer import Scorer
 from jobi_tf.export.cells import CellIndex, Cells
 from jobi_tf.export.scorer_module import _K, _NAMES, TripleScorerModule
-from jobi_tf.export.served_tables import read_value
 from jobi_tf.runtime.errors import ExportError
 
 __all__ = ["ApproximateScorerModule"]
@@ -37,9 +36,7 @@ class ApproximateScorerModule(TripleScorerModule):
     entity_columns = False  # candidates are gathered as rows: 10^5 strided column reads took seconds
 
     def __init__(self, *args, cells: Cells, **kwargs) -> None:
-        # The rows stored cell by cell, so that a cell's rows are read as one contiguous block
-        # (gathered by id, 192 cells' rows took 27 ms a query at 1.85M entities).
-        super().__init__(*args, row_order=np.argsort(cells.cell, kind="stable"), **kwargs)
+        super().__init__(*args, **kwargs)
         if type(self._scorer).score_candidates is not Scorer.score_candidates:
             raise ExportError(
                 f"--cells: the {type(self._scorer).__name__} scorer is not a dot product of query and row"
@@ -74,9 +71,8 @@ class ApproximateScorerModule(TripleScorerModule):
 
         def answer(inputs: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
             one, key = inputs
-            at = self.cells.positions(one[None, :], probe)  # stored rows [1, (n)], a cell's contiguous
-            candidates = at.with_flat_values(tf.gather(read_value(self.cells.members), at.flat_values))  # entity ids
-            scores = tf.linalg.matvec(self.entities.stored_rows(at.flat_values), one)  # <query, row>
+            candidates = self.cells.candidates(one[None, :], probe)  # entity ids [1, (n)]
+            scores = tf.linalg.matvec(self.entities.rows(candidates.flat_values), one)  # <query, row>
             if known is not None:
                 scores = tf.where(known.contains(key[None], candidates), tf.constant(-np.inf, scores.dtype), scores)
             best, position = tf.math.top_k(scores, k=tf.minimum(k, tf.size(scores)))

@@ -89,13 +89,7 @@ class CellIndex(tf.Module):
         self.offsets = tf.Variable(offsets, trainable=False, name="offsets")  # cell c: members[offsets[c]:offsets[c+1]]
 
     def candidates(self, queries: tf.Tensor, probe: tf.Tensor) -> tf.RaggedTensor:
-        """Entity ids ``[B, (n)]`` of the ``probe`` cells with the highest probe scores for each query."""
-        at = self.positions(queries, probe)
-        return at.with_flat_values(tf.gather(self.members.value(), at.flat_values))
-
-    def positions(self, queries: tf.Tensor, probe: tf.Tensor) -> tf.RaggedTensor:
-        """Positions in ``members`` (cell by cell) ``[B, (n)]`` of the ``probe`` cells with the
-        highest probe scores for each query: a table stored in that order reads each cell as one block.
+        """Entity ids ``[B, (n)]`` of the ``probe`` cells with the highest probe scores for each query.
 
         A cell's probe score is ``<q, centroid> + SLACK * |q| * radius``. Why not the centroid's
         score alone: the best score is an inner product, not a distance, and a wide cell can hold
@@ -111,4 +105,5 @@ class CellIndex(tf.Module):
         offsets = self.offsets.value()
         flat = tf.reshape(chosen, [-1])  # [B * P]
         spans = tf.ragged.range(tf.gather(offsets, flat), tf.gather(offsets, flat + 1))  # [B * P, (n)]
-        return tf.RaggedTensor.from_row_splits(spans.flat_values, spans.row_splits[::probe])  # a query's P cells
+        ids = tf.gather(self.members.value(), spans.flat_values)
+        return tf.RaggedTensor.from_row_splits(ids, spans.row_splits[::probe])  # each query's P cells, one row

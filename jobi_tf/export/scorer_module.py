@@ -63,7 +63,8 @@ class TripleScorerModule(tf.Module):
         slots: the training tails and heads of each relation (`KGIndex.train_tails`,
             ``train_heads``) for the typed signatures, or None (they then rank every entity).
         reciprocal: the model ranks heads of ``(?, r, t)`` as tails of ``(t, r⁻¹, ?)``.
-        slot_prior: the model's ``[2R, E]`` log counts and ``w`` (`jobi_tf.models.slot_prior`), or None.
+        slot_prior: the model's slot prior (`jobi_tf.models.slot_prior`): its ``[2R, E]`` log
+            counts and ``w``, added to every score; None for a model trained without one.
     """
 
     entity_columns = True  # `EntityTable`: a dot-product scorer's table stored as columns
@@ -83,13 +84,12 @@ class TripleScorerModule(tf.Module):
         calibration: Calibration | None = None,
         pair_relations: np.ndarray | None = None,
         slot_prior: tuple[np.ndarray, float] | None = None,
-        row_order: np.ndarray | None = None,  # `EntityTable`'s ``order`` (`jobi_tf.export.approximate`)
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
         self._reciprocal = reciprocal
         self.num_relations = len(triple_relations) // (2 if reciprocal else 1)
-        self.entities = EntityTable(entity_embeddings, scorer, self.entity_columns, row_order)
+        self.entities = EntityTable(entity_embeddings, scorer, self.entity_columns)  # columns for a dot product
         self.num_entities = self.entities.num_entities
         self.triple_relations = tf.Variable(triple_relations, trainable=False, name="triple_relations")
         self.entity_ids = vocab_table(entity_vocab, self.num_entities, to_ids=True)

@@ -50,47 +50,31 @@ class EntityTable(tf.Module):
     queries, not for the 10^5 candidates of an approximate query (``columns=False`` there).
     """
 
-    def __init__(
-        self, table: np.ndarray, scorer: Scorer, columns: bool = True, order: np.ndarray | None = None
-    ) -> None:
-        """``order``: the entity ids in the order to store their rows (the approximate export's
-        cells, each cell's rows then contiguous); None keeps id order."""
+    def __init__(self, table: np.ndarray, scorer: Scorer, columns: bool = True) -> None:
         super().__init__(name="entity_table")
         self.by_column = columns and type(scorer).score_candidates is Scorer.score_candidates
         self.num_entities = len(table)
-        self.position = None  # entity id -> stored row, when stored in another order
-        if order is not None:
-            table = table[order]
-            position = np.empty(len(order), np.int32)
-            position[order] = np.arange(len(order), dtype=np.int32)
-            self.position = tf.Variable(position, trainable=False, name="entity_position")
         values, name = (
             (np.ascontiguousarray(table.T), "entity_columns") if self.by_column else (table, "entity_embeddings")
         )
         self.values = tf.Variable(values, trainable=False, name=name)
 
     def rows(self, ids: tf.Tensor) -> tf.Tensor:
-        """``[*ids.shape, W]``: the rows of entities ``ids``."""
-        return self.stored_rows(ids if self.position is None else tf.gather(read_value(self.position), ids))
-
-    def stored_rows(self, at: tf.Tensor) -> tf.Tensor:
-        """``[*at.shape, W]``: the rows stored at positions ``at``."""
+        """``[*ids.shape, W]``: the rows of ``ids``."""
         values = read_value(self.values)
         if not self.by_column:
-            return tf.gather(values, at)
-        return tf.transpose(tf.gather(values, at, axis=1), tf.concat([tf.range(1, tf.rank(at) + 1), [0]], 0))
+            return tf.gather(values, ids)
+        return tf.transpose(tf.gather(values, ids, axis=1), tf.concat([tf.range(1, tf.rank(ids) + 1), [0]], 0))
 
     def scores(self, queries: tf.Tensor, scorer: Scorer) -> tf.Tensor:
-        """``[B, E]``: every entity's score against each query (entity id order), by ``scorer.score_candidates``."""
+        """``[B, E]``: every entity's score against each query, by ``scorer.score_candidates``."""
         values = read_value(self.values)
-        scores = tf.matmul(queries, values) if self.by_column else scorer.score_candidates(queries, values)
-        return scores if self.position is None else tf.gather(scores, read_value(self.position), axis=1)
+        return tf.matmul(queries, values) if self.by_column else scorer.score_candidates(queries, values)
 
     def numpy(self) -> np.ndarray:
-        """The rows ``[E, W]`` in entity id order, as NumPy."""
+        """The rows ``[E, W]`` as NumPy."""
         values = self.values.numpy()
-        values = values.T if self.by_column else values
-        return values if self.position is None else values[self.position.numpy()]
+        return values.T if self.by_column else values
 
 
 class KnownFacts(tf.Module):
