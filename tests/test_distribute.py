@@ -83,10 +83,11 @@ def test_mirrored_step_with_two_replicas_equals_single_device_step(
     # The two paths sum the gradient in different orders (per replica, then across), and
     # Adagrad's first step divides by the gradient's own magnitude, which amplifies float32
     # rounding where a gradient is tiny: 1.3e-6 on one of 2,400 weights was seen on an AVX2
-    # CPU. A real error (a gradient twice too large, a row left out) changes the accumulators
-    # by a factor or the weights by about the learning rate.
+    # CPU, 8.4e-6 on an AVX-512 one (full-softmax, one run in four; the entity table's dense,
+    # fused update). A real error (a gradient twice too large, a row left out) changes the
+    # accumulators by a factor or the weights by about the learning rate (0.05 here).
     for a, b in zip(single, twice, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=5e-6)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=5e-5)
 
 
 def test_mirrored_needs_two_devices_and_says_how_to_get_them(monkeypatch):
