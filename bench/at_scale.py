@@ -6,8 +6,9 @@ of each side, one ranking, one serving run), keeps their paths and commands besi
 and prints one JSON line.
 
     python bench/at_scale.py --epochs docs/results/scale/epoch-seconds-K137.json \\
-        --ranking docs/results/scale/ranking-K137-after.json --serving docs/results/scale/serving-K137.json \\
-        --approximate-probe 256 > docs/results/scale/at-1.85m.json
+        --ranking docs/results/scale/ranking-K137-tiles.json --serving docs/results/scale/serving-K137-cells.json \\
+        --exact-serving docs/results/scale/serving-K137-exact.json --approximate-probe 160 \\
+        > docs/results/scale/at-1.85m.json
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ def _module_factory(
     pair_table = _pair_table(model) if cfg.pair_head else None
     extra = {}
     if cfg.cells:
-        count = default_cells(num_entities) if cfg.cells == "auto" else cfg.cells
+        count = _cells(cfg, num_entities)
         logger.info("k-means: %d cells over %d entity rows", count, num_entities)
         extra = {"module_class": ApproximateScorerModule, "cells": kmeans_cells(tables[0], count)}
 
