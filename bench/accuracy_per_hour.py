@@ -454,16 +454,14 @@ def jobi_points(progress: dict, metrics: dict, state: dict, table: dict, steps: 
 
 def run_answer_parts(run: Path, cfg, index, hub: np.ndarray) -> dict:
     """`answer_parts` of the test set under the run folder's best weights."""
+    from jobi_tf.api.run import restore_model
+    from jobi_tf.config.runs import RunFolder
     from jobi_tf.evaluation.ranking import FilteredEvaluator
-    from jobi_tf.training.checkpoints import load_weights
-    from jobi_tf.training.trainer import build_model
 
     ran = RunConfig.from_dict(json.loads((run / "config.json").read_text(encoding="utf-8")))  # "auto" resolved
 
-    def best():
-        model = build_model(index, ran)
-        load_weights(run / "best.weights.npz", model)
-        return model
+    def best():  # with a sampled run's --slot-prior counts, as the run ranked
+        return restore_model(RunFolder(run), ran)
 
     return freed_after(best, FilteredEvaluator(index, cfg.eval), "test", hub)["parts"]
 

@@ -13,7 +13,7 @@ from jobi_tf.contracts.scored_batch import ScoredBatch
 from jobi_tf.data.index import index_from_ids
 from jobi_tf.evaluation.ranking import FilteredEvaluator, tie_ranks
 from jobi_tf.models import JoBiModel
-from jobi_tf.models.slot_prior import SlotPrior, slot_log_counts, untrained_loss
+from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior, slot_counts, slot_log_counts, untrained_loss
 from jobi_tf.regimes.checks import check
 from jobi_tf.runtime.errors import ConfigError
 
@@ -57,18 +57,31 @@ def test_a_table_above_the_limit_is_refused_naming_the_flag(monkeypatch):
         slot_log_counts(_graph().train, E, R)
 
 
-def test_offsets_equal_a_numpy_reference_in_every_direction():
+def _sparse(table: np.ndarray, weight: float) -> SparseSlotPrior:
+    """A sparse prior holding ``table``'s nonzero entries (any values, as the dense one takes)."""
+    slots, entities = np.nonzero(table)
+    keys = slots.astype(np.int64) * E + entities
+    return SparseSlotPrior(weight, E, R, keys, table[slots, entities])
+
+
+@pytest.mark.parametrize("store", ["dense", "sparse"])
+def test_offsets_equal_a_numpy_reference_in_every_direction(store):
     rng = np.random.default_rng(1)
     table = rng.normal(size=(2 * R, E)).astype(np.float32)
-    prior = SlotPrior(tf.Variable(table), 0.7, R)
+    table[rng.random(table.shape) < 0.4] = 0  # entities absent from a slot
+    prior = SlotPrior(tf.Variable(table), 0.7, R) if store == "dense" else _sparse(table, 0.7)
     h, r, t = rng.integers(E, size=9), rng.integers(R, size=9), rng.integers(E, size=9)
     weighted = 0.7 * table
     tails = weighted[r] + weighted[R + r, h][:, None]
     heads = weighted[R + r] + weighted[r, t][:, None]
     triples = weighted[r, t] + weighted[R + r, h]
     relations = weighted[:R, t].T + weighted[R:, h].T
-    np.testing.assert_allclose(prior.tails(tf.constant(h), tf.constant(r)), tails, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(prior.heads(tf.constant(r), tf.constant(t)), heads, rtol=1e-5, atol=1e-6)
+    got_tails, got_heads = prior.tails(tf.constant(h), tf.constant(r)), prior.heads(tf.constant(r), tf.constant(t))
+    np.testing.assert_allclose(tf.convert_to_tensor(got_tails), tails, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tf.convert_to_tensor(got_heads), heads, rtol=1e-5, atol=1e-6)
+    for lo, hi in [(0, 5), (5, 11), (11, E)]:  # ranking reads a block of entities at a time
+        np.testing.assert_allclose(got_tails[:, lo:hi], tails[:, lo:hi], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got_heads[:, lo:hi], heads[:, lo:hi], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(
         prior.triples(tf.constant(h), tf.constant(r), tf.constant(t)), triples, rtol=1e-5, atol=1e-6
     )
@@ -78,13 +91,15 @@ def test_offsets_equal_a_numpy_reference_in_every_direction():
     np.testing.assert_allclose(heads[np.arange(9), h], triples, rtol=1e-5, atol=1e-6)
 
 
-def _model(index, reciprocal: bool = True, weight: float = 1.0, zero: bool = False) -> JoBiModel:
+def _model(
+    index, reciprocal: bool = True, weight: float = 1.0, zero: bool = False, loss: str = "full-softmax"
+) -> JoBiModel:
     model = JoBiModel(
         num_entities=E,
         num_relations=R,
         model="complex",
         dim=4,
-        loss="full-softmax",
+        loss=loss,
         reciprocal=reciprocal,
         slot_prior=weight,
     )
@@ -109,11 +124,14 @@ def _popularity_ranks(index, triples: np.ndarray, tail: bool) -> np.ndarray:
     return np.array(ranks)
 
 
-@pytest.mark.parametrize("reciprocal", [True, False])
-def test_an_untrained_model_ranks_as_counting_slot_frequencies_does(reciprocal):
+@pytest.mark.parametrize(
+    "reciprocal, loss, chunk",
+    [(True, "full-softmax", 100), (False, "full-softmax", 100), (False, "sampled-softmax", 5)],
+)
+def test_an_untrained_model_ranks_as_counting_slot_frequencies_does(reciprocal, loss, chunk):
     index = _graph()
-    model = _model(index, reciprocal, zero=True)
-    evaluator = FilteredEvaluator(index, EvalConfig(rank_type="realistic"))
+    model = _model(index, reciprocal, zero=True, loss=loss)
+    evaluator = FilteredEvaluator(index, EvalConfig(rank_type="realistic", chunk_size=chunk))  # 5: in blocks
     ranks = evaluator.ranks(model, index.test)
     got = tie_ranks(ranks.optimistic, ranks.pessimistic, "realistic")
     expected = np.concatenate(
@@ -122,10 +140,11 @@ def test_an_untrained_model_ranks_as_counting_slot_frequencies_does(reciprocal):
     np.testing.assert_allclose(got, expected)
 
 
-def test_evaluation_and_score_triples_add_the_prior_to_the_bilinear_score():
+@pytest.mark.parametrize("loss", ["full-softmax", "sampled-softmax"])
+def test_evaluation_and_score_triples_add_the_prior_to_the_bilinear_score(loss):
     index = _graph()
-    with_prior = _model(index, reciprocal=False)
-    plain = JoBiModel(num_entities=E, num_relations=R, model="complex", dim=4, loss="full-softmax")
+    with_prior = _model(index, reciprocal=False, loss=loss)
+    plain = JoBiModel(num_entities=E, num_relations=R, model="complex", dim=4, loss=loss)
     for var in ("entity_embeddings", "triple_relations"):
         getattr(plain, var).assign(getattr(with_prior, var))
     h, r, t = index.test[:, 0], index.test[:, 1], index.test[:, 2]
@@ -161,24 +180,29 @@ def _cfg(**train) -> RunConfig:
     )
 
 
-def test_only_the_full_softmax_without_relation_prediction_takes_a_prior():
+def test_the_full_softmax_without_relation_prediction_and_sampled_losses_take_a_prior():
     check(_cfg(loss="full-softmax", slot_prior=1.0))
+    check(_cfg(loss="sampled-softmax", slot_prior=1.0))
     with pytest.raises(ConfigError, match="slot-prior|slot_prior"):
-        check(_cfg(loss="sampled-softmax", slot_prior=1.0))
+        check(_cfg(loss="k-vs-all", slot_prior=1.0))
     with pytest.raises(ConfigError, match="relation-prediction"):
         check(_cfg(loss="full-softmax", slot_prior=1.0, relation_prediction=1.0))
     with pytest.raises(ValueError, match="full-softmax"):
-        JoBiModel(num_entities=E, num_relations=R, loss="sampled-softmax", slot_prior=1.0)
+        JoBiModel(num_entities=E, num_relations=R, loss="k-vs-all", slot_prior=1.0)
+    sampled = JoBiModel(num_entities=E, num_relations=R, loss="sampled-softmax", slot_prior=1.0)
+    assert not sampled.prior.in_loss and not hasattr(sampled, "slot_log_counts")  # no [2R, E] table
 
 
-@pytest.mark.parametrize("reciprocal", [True, False])
-def test_the_export_scores_and_ranks_with_the_prior(reciprocal, tmp_path):
+@pytest.mark.parametrize(
+    "reciprocal, loss", [(True, "full-softmax"), (False, "full-softmax"), (False, "sampled-softmax")]
+)
+def test_the_export_scores_and_ranks_with_the_prior(reciprocal, loss, tmp_path):
     from jobi_tf.config import ExportConfig
     from jobi_tf.data.vocab import Vocab
     from jobi_tf.export.savedmodel import export_saved_model
 
     index = _graph()
-    model = _model(index, reciprocal=reciprocal, weight=0.6)
+    model = _model(index, reciprocal=reciprocal, weight=0.6, loss=loss)
     rng = np.random.default_rng(2)
     for var in (model.entity_embeddings, model.triple_relations):
         var.assign(0.3 * rng.normal(size=var.shape).astype(np.float32))
@@ -258,3 +282,46 @@ def test_a_run_whose_loss_leaves_the_priors_is_not_warned(tmp_path):
     losses = [h["triple_loss"] for h in result.metrics["history"]]
     assert losses[2] < 0.99 * prior_loss
     assert 3 not in [w["epoch"] for w in result.metrics.get("warnings", [])]
+
+
+def test_a_sampled_run_trains_without_the_counts_and_ranks_and_reloads_with_them(tmp_path):
+    """Sampled training's loss leaves the counts out (the same seed trains the same tables with
+    and without them); validation, test and a reloaded run rank with them; the sparse counts
+    live beside the weights and equal the dense table's nonzero entries."""
+    import dataclasses
+    import json
+
+    from jobi_tf.api.run import load_run
+    from jobi_tf.training.trainer import load_data, train
+
+    base = _cfg(loss="sampled-softmax", epochs=1, eval_every=1, jit_compile=False)
+    base = dataclasses.replace(base, model=ModelConfig(model="complex", dim=8), seed=5)
+    plain = train(base, tmp_path / "plain", verbose=0)
+    with_counts = train(
+        dataclasses.replace(base, train=dataclasses.replace(base.train, slot_prior=1.0)), tmp_path / "prior", verbose=0
+    )
+    history = [json.loads((tmp_path / d / "metrics.json").read_text())["history"] for d in ("plain", "prior")]
+    assert history[0][0]["triple_loss"] == pytest.approx(history[1][0]["triple_loss"], rel=1e-6)
+    assert with_counts.metrics["test"]["mrr"] != pytest.approx(plain.metrics["test"]["mrr"])
+    _, _, index = load_data(base)
+    keys, values = slot_counts(index.train, index.num_entities, index.num_relations)
+    dense = slot_log_counts(index.train, index.num_entities, index.num_relations)
+    assert len(keys) == np.count_nonzero(dense)
+    np.testing.assert_allclose(values, dense.reshape(-1)[keys], rtol=1e-6)
+    run = load_run(tmp_path / "prior")  # the counts come from the folder, not the data
+    assert run.evaluate("test")["mrr"] == pytest.approx(with_counts.metrics["test"]["mrr"], rel=1e-6)
+
+
+def test_unreadable_counts_are_named_in_one_line(tmp_path):
+    from jobi_tf.runtime.errors import JobiError
+
+    (tmp_path / "slot_counts.npz").write_bytes(b"not a zip")
+    with pytest.raises(JobiError, match="slot_counts.npz: cannot read the slot prior's counts"):
+        SparseSlotPrior(1.0, E, R).load(tmp_path / "slot_counts.npz")
+    prior = SparseSlotPrior(1.0, E + 5, R)
+    prior.fill(np.array([[E + 4, R - 1, E + 3]]))
+    prior.save(tmp_path / "big.npz")
+    with pytest.raises(JobiError, match="belong to a larger graph"):
+        SparseSlotPrior(1.0, E, R).load(tmp_path / "big.npz")
+    with pytest.raises(JobiError, match="no counts yet"):
+        SparseSlotPrior(1.0, E, R).triples(tf.constant([0]), tf.constant([0]), tf.constant([0]))

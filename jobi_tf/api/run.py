@@ -262,4 +262,6 @@ def restore_model(folder: RunFolder, cfg: RunConfig | None = None):
     with caller_random_state_kept():  # the initial draws are overwritten by the weights
         model = JoBiModel.from_run_config(cfg, len(entities), len(relations))
     load_weights(folder.best_weights, model)
+    if getattr(model, "prior", None) is not None and not model.prior.in_loss:
+        model.prior.load(folder.slot_counts)  # sparse counts live beside the weights
     return model

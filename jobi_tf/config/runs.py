@@ -49,6 +49,7 @@ class RunFolder:
     relations = property(lambda self: self.path / "relations.txt")
     checkpoint = property(lambda self: self.path / "checkpoint.npz")
     best_weights = property(lambda self: self.path / "best.weights.npz")
+    slot_counts = property(lambda self: self.path / "slot_counts.npz")  # a sampled run's --slot-prior counts
     metrics = property(lambda self: self.path / "metrics.json")
     tensorboard = property(lambda self: self.path / "tensorboard")
     data = property(lambda self: self.path / "data")

@@ -123,10 +123,11 @@ class TrainConfig:
             spread over all (0 = none).
         slot_weight: with ``full-softmax``, the entities seen in the asked slot count
             ``1 + slot_weight`` times in the training softmax (0 = off).
-        slot_prior: with ``full-softmax``, ``w > 0`` adds ``w ·`` the log counts of each entity
-            in the relation's slots in training to every score, in training, evaluation and
-            export (`jobi_tf.models.slot_prior`): an untrained model ranks as counting does, and
-            the tables learn what the counts miss (0 = off).
+        slot_prior: ``w > 0`` adds ``w ·`` the log counts of each entity in the relation's slots
+            in training to every score the model ranks or serves (`jobi_tf.models.slot_prior`).
+            ``full-softmax``: in training too, so an untrained model ranks as counting does and
+            the tables learn what the counts miss. Sampled losses: at ranking (validation
+            included) and serving only, from counts stored sparse, so at any graph size (0 = off).
         relation_prediction: weight of the auxiliary relation-prediction loss, a softmax over
             the relations for ``(h, ?, t)`` (Chen et al., 2021; 0 = off).
         alpha: weight of the pair loss (only with ``joint``).
@@ -192,8 +193,9 @@ class TrainConfig:
     )
     slot_prior: float = setting(
         0.0,
-        "With --loss full-softmax: add W x log(1 + how often the entity fills the relation's slot in training) "
-        "to every score, so training starts from what counting slot frequencies ranks (0 = off).",
+        "Add W x log(1 + how often the entity fills the relation's slot in training) to every score the model "
+        "ranks or serves: with --loss full-softmax in training too (it starts from what counting ranks); with a "
+        "sampled loss at validation, test and serving only, at any graph size (0 = off).",
         metavar="W",
     )
     relation_prediction: float = setting(

@@ -41,7 +41,7 @@ class ApproximateScorerModule(TripleScorerModule):
             raise ExportError(
                 f"--cells: the {type(self._scorer).__name__} scorer is not a dot product of query and row"
             )
-        if self.slot_log_counts is not None:
+        if self.slot_prior is not None:
             raise ExportError("--cells: a model trained with --slot-prior cannot be served from cells")
         self.cells = CellIndex(cells)
 

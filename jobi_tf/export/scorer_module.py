@@ -34,10 +34,10 @@ import tensorflow as tf
 from jobi_tf.data.index import CSR
 from jobi_tf.evaluation.calibration import Calibration
 from jobi_tf.export import served_tables as served
-from jobi_tf.export.served_tables import EntityTable, KnownFacts, read_value, vocab_table
+from jobi_tf.export.served_tables import EntityTable, KnownFacts, ServedPrior, read_value, vocab_table
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.scorers import Scorer
-from jobi_tf.models.slot_prior import SlotPrior
+from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior
 from jobi_tf.models.tables import Queries, pair_score_threshold
 
 __all__ = ["TripleScorerModule", "scorer_module"]
@@ -63,8 +63,8 @@ class TripleScorerModule(tf.Module):
         slots: the training tails and heads of each relation (`KGIndex.train_tails`,
             ``train_heads``) for the typed signatures, or None (they then rank every entity).
         reciprocal: the model ranks heads of ``(?, r, t)`` as tails of ``(t, r⁻¹, ?)``.
-        slot_prior: the model's slot prior (`jobi_tf.models.slot_prior`): its ``[2R, E]`` log
-            counts and ``w``, added to every score; None for a model trained without one.
+        slot_prior: the model's slot prior (`jobi_tf.models.slot_prior`), added to every score;
+            None for a model trained without one.
     """
 
     entity_columns = True  # `EntityTable`: a dot-product scorer's table stored as columns
@@ -83,7 +83,7 @@ class TripleScorerModule(tf.Module):
         slots: tuple[CSR, CSR] | None = None,
         calibration: Calibration | None = None,
         pair_relations: np.ndarray | None = None,
-        slot_prior: tuple[np.ndarray, float] | None = None,
+        slot_prior: SlotPrior | SparseSlotPrior | None = None,
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
@@ -111,10 +111,7 @@ class TripleScorerModule(tf.Module):
             tf.Variable(pair_relations, trainable=False, name="pair_relations") if pair_relations is not None else None
         )
         # The slot prior's counts (`jobi_tf.models.slot_prior`), part of every score of a model trained with one.
-        self.slot_log_counts, self._prior_weight = None, 0.0
-        if slot_prior is not None:
-            self.slot_log_counts = tf.Variable(slot_prior[0], trainable=False, name="slot_log_counts")
-            self._prior_weight = float(slot_prior[1])
+        self.slot_prior = ServedPrior.optional(slot_prior, self.num_entities, self.num_relations)
 
     @staticmethod
     def _same_length(**names: tf.Tensor) -> list[tf.Tensor]:
@@ -149,8 +146,8 @@ class TripleScorerModule(tf.Module):
         relations = read_value(self.triple_relations)
         # The same expression as JoBiModel.score_triples.
         scores = self._scorer.score(self.entities.rows(h), tf.gather(relations, r), self.entities.rows(t))
-        if self.slot_log_counts is not None:
-            scores += self._prior().triples(h, r, t)
+        if self.slot_prior is not None:
+            scores += self.slot_prior.read().triples(h, r, t)
         out = {"score": tf.where(found, scores, np.nan), "found": found}
         if self.calibrated:
             out["probability"] = tf.where(found, self._probability(scores, r), np.nan)
@@ -226,20 +223,15 @@ class TripleScorerModule(tf.Module):
         known = self.known_tails if side == "tail" else self.known_heads
         keys = anchor * self.num_relations + r
         offsets = None
-        if self.slot_log_counts is not None:
-            prior = self._prior()
-            offsets = prior.tails(anchor, r) if side == "tail" else prior.heads(r, anchor)
+        if self.slot_prior is not None:
+            prior = self.slot_prior.read()
+            offsets = tf.convert_to_tensor(prior.tails(anchor, r) if side == "tail" else prior.heads(r, anchor))
         answers, scores = self._top_k(triple_query, keys, known, found, k, slots, r, soft, offsets)
         out = {f"{side}s": answers, "scores": scores, "found": found}
         if self.calibrated:  # a reciprocal model's head scores have the inverse row's scale
             inverse = side == "head" and self._reciprocal
             out["probabilities"] = self._probability(scores, r + self.num_relations if inverse else r)
         return out
-
-    def _prior(self) -> SlotPrior:
-        """The slot prior over a value read of its counts (a gather from the variable itself would
-        copy the table: `jobi_tf.export.served_tables.read_value`)."""
-        return SlotPrior(read_value(self.slot_log_counts), self._prior_weight, self.num_relations)
 
     def _queries(self, relation_table: tf.Variable) -> Queries:
         """The model's own query expressions (`jobi_tf.models.tables.Queries`), over value reads."""
@@ -259,8 +251,8 @@ class TripleScorerModule(tf.Module):
         relations = read_value(self.triple_relations)
         query = self._scorer.relation_query(self.entities.rows(h), self.entities.rows(t))
         scores = self._scorer.score_candidates(query, relations[: self.num_relations])  # [B, R]
-        if self.slot_log_counts is not None:
-            scores += self._prior().relations(h, t)
+        if self.slot_prior is not None:
+            scores += self.slot_prior.read().relations(h, t)
         if self.known_relations is not None:
             scores = self.known_relations.mask(scores, h * self.num_entities + t)
         best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_relations))
@@ -338,13 +330,6 @@ def scorer_module(
         slots=slots,
         calibration=calibration,
         pair_relations=pair_relations,
-        slot_prior=_slot_prior(model),
+        slot_prior=getattr(model, "prior", None),
         **extra,
     )
-
-
-def _slot_prior(model: JoBiModel) -> tuple[np.ndarray, float] | None:
-    """The model's slot prior: its counts and ``w``, or None (a model trained without one)."""
-    if getattr(model, "prior", None) is None:
-        return None
-    return np.asarray(model.slot_log_counts.numpy(), np.float32), float(model.slot_prior)

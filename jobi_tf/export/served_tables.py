@@ -15,8 +15,17 @@ import tensorflow as tf
 from jobi_tf.contracts.scorer import Scorer
 from jobi_tf.data.index import CSR
 from jobi_tf.evaluation.calibration import Calibration
+from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior
 
-__all__ = ["EntityTable", "KnownFacts", "calibration_variables", "interpolate", "read_value", "vocab_table"]
+__all__ = [
+    "EntityTable",
+    "KnownFacts",
+    "ServedPrior",
+    "calibration_variables",
+    "interpolate",
+    "read_value",
+    "vocab_table",
+]
 
 
 def read_value(variable: tf.Variable) -> tf.Tensor:
@@ -155,3 +164,31 @@ def interpolate(knots: tf.Tensor, values: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
     gap = x1 - x0
     share = tf.clip_by_value(tf.math.divide_no_nan(x - x0, gap), 0.0, 1.0)
     return y0 + share * (y1 - y0)
+
+
+class ServedPrior(tf.Module):
+    """A model's slot prior in an export (`jobi_tf.models.slot_prior`): a 1-vs-all model's dense
+    ``[2R, E]`` table (``slot_log_counts``) or a sampled model's sparse counts (``slot_keys``,
+    ``slot_values``), and ``w``; `read` gives the prior over value reads, once per call."""
+
+    def __init__(self, prior: SlotPrior | SparseSlotPrior, num_entities: int, num_relations: int) -> None:
+        super().__init__(name="slot_prior")
+        self.weight, self.num_entities, self.num_relations = prior.weight, num_entities, num_relations
+        self.slot_log_counts = self.slot_keys = self.slot_values = None
+        if isinstance(prior, SparseSlotPrior):
+            keys, values = prior.arrays()
+            self.slot_keys = tf.Variable(keys, trainable=False, name="slot_keys")
+            self.slot_values = tf.Variable(values, trainable=False, name="slot_values")
+        else:
+            table = np.asarray(prior.table.numpy(), np.float32)
+            self.slot_log_counts = tf.Variable(table, trainable=False, name="slot_log_counts")
+
+    @classmethod
+    def optional(cls, prior, num_entities: int, num_relations: int) -> ServedPrior | None:
+        return None if prior is None else cls(prior, num_entities, num_relations)
+
+    def read(self) -> SlotPrior | SparseSlotPrior:
+        if self.slot_keys is not None:
+            keys, values = read_value(self.slot_keys), read_value(self.slot_values)
+            return SparseSlotPrior(self.weight, self.num_entities, self.num_relations, keys, values)
+        return SlotPrior(read_value(self.slot_log_counts), self.weight, self.num_relations)

@@ -59,8 +59,9 @@ class JoBiModel(TableQueries, DistributedModel):
         relation_prediction: weight of the auxiliary `jobi_tf.contracts.objectives.RelationPrediction` loss.
         matmul_dtype: ``"float32"`` or ``"bfloat16"``: the dtype of the products that score every entity.
         slot_prior: w > 0 adds ``w ·`` the log counts of each entity in each relation's slots to
-            every triple-head score (`jobi_tf.models.slot_prior`); its counts are filled by
-            ``model.prior.fill`` and saved with the weights. 0 (default): off.
+            every triple-head score it ranks (`jobi_tf.models.slot_prior`); counted by
+            ``model.prior.fill``. 1-vs-all: in its loss too, the counts saved with the weights;
+            sampled: not in the loss, the counts saved beside them. 0 (default): off.
         reciprocal: row ``r + num_relations`` of each relation table is ``r``'s inverse, and a
             head query ``(?, r, t)`` is scored as the tail query ``(t, r⁻¹, ?)`` (Lacroix et
             al., 2018); sampled softmax then needs ``positive_corrupt_tail``.
@@ -158,7 +159,7 @@ class JoBiModel(TableQueries, DistributedModel):
         if self.scorer.weights:
             raise ValueError("table_shards: a scorer with weights of its own cannot be sharded")
         if self.slot_prior:
-            raise ValueError("table_shards: the slot prior is a whole table of counts; set slot_prior to 0")
+            raise ValueError("table_shards: the slot prior is not built for sharded tables; set slot_prior to 0")
 
     @property
     def sharded_tables(self) -> list[ShardedTable]:

@@ -18,6 +18,15 @@ counts; ``w`` is the model's setting.
 
 One expression for every consumer (training logits, evaluation, the exported signatures), so a
 triple's score is the same whichever direction asks it, as without the prior.
+
+Two stores of the same counts. 1-vs-all keeps the dense ``[2R, E]`` table (`SlotPrior`): its
+softmax reads every entity of a slot each step. A sampled run keeps only the counts that occur,
+at most two per training triple (`SparseSlotPrior`), so the prior fits a graph of any size (at
+1.85M entities the dense table would hold 878M entries); its run folder stores them
+(``slot_counts.npz``). Sampled training leaves the counts out of its loss: the tables learn
+alone, and the counts join every score the model ranks or serves, its validation included, so
+early stopping picks the weights that rank best with them (docs/replicated-graph.md measured
+why: the counts rank a large graph's hub answers better than sampled tables learn to).
 """
 
 from __future__ import annotations
@@ -26,10 +35,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from jobi_tf.contracts.objectives import ONE_VS_ALL
-from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.contracts.objectives import ONE_VS_ALL, SAMPLED
+from jobi_tf.runtime.atomic import replacing
+from jobi_tf.runtime.errors import ConfigError, JobiError
 
-__all__ = ["SlotPrior", "add_slot_prior", "slot_log_counts", "untrained_loss", "MAX_PRIOR_ENTRIES"]
+__all__ = [
+    "SlotPrior",
+    "SparseSlotPrior",
+    "SlotOffsets",
+    "add_slot_prior",
+    "slot_log_counts",
+    "slot_counts",
+    "untrained_loss",
+    "MAX_PRIOR_ENTRIES",
+]
 
 #: Largest ``2 x relations x entities`` table of counts kept (float32: 1 GiB). A graph above it
 #: is far beyond what 1-vs-all, the regime the prior serves, can train in a day.
@@ -81,6 +100,8 @@ class SlotPrior:
         num_relations: ``R`` (head slots are rows ``R..2R-1``).
     """
 
+    in_loss = True  # 1-vs-all trains with the counts in its softmax
+
     def __init__(self, table, weight: float, num_relations: int) -> None:
         backing = getattr(table, "value", table)  # gathers from a tf.Variable read only the rows asked
         self.table = backing if isinstance(backing, tf.Variable) else table
@@ -120,17 +141,158 @@ class SlotPrior:
         return tf.gather_nd(self.table, tf.stack([slots, tf.cast(entities, slots.dtype)], axis=-1))
 
 
-def add_slot_prior(model: keras.Model, weight: float) -> SlotPrior:
-    """Give a `jobi_tf.models.JoBiModel` the prior's table as a weight that is saved but not
-    trained, ``model.slot_log_counts`` (zeros until `SlotPrior.fill`); only the full softmax
-    without relation prediction adds the prior to its training scores, so only it may have one."""
+def add_slot_prior(model: keras.Model, weight: float) -> SlotPrior | SparseSlotPrior:
+    """The prior of a `jobi_tf.models.JoBiModel`. 1-vs-all without relation prediction: the dense
+    table, a weight that is saved but not trained, ``model.slot_log_counts`` (zeros until
+    `SlotPrior.fill`), in its training softmax too. Sampled: the sparse counts, filled by
+    `SparseSlotPrior.fill` or `SparseSlotPrior.load`, for ranking and serving only (module
+    docstring). Other objectives take no prior."""
     if weight < 0:
         raise ValueError(f"slot_prior must be >= 0. Received: slot_prior={weight!r}")
+    if model.objective.regime == SAMPLED:
+        return SparseSlotPrior(weight, model.num_entities, model.num_relations)
     if model.objective.regime != ONE_VS_ALL or model.relation_prediction:
         raise ValueError(
-            "slot_prior needs the full softmax (loss='full-softmax') and relation_prediction=0: "
-            "the other objectives' scores take no prior"
+            "slot_prior needs sampled training or the full softmax (loss='full-softmax') without "
+            "relation_prediction: the other objectives' scores take no prior"
         )
     shape = (2 * model.num_relations, model.num_entities)
     model.slot_log_counts = model.add_weight(shape=shape, initializer="zeros", trainable=False, name="slot_log_counts")
     return SlotPrior(model.slot_log_counts, weight, model.num_relations)
+
+
+def slot_counts(train: np.ndarray, num_entities: int, num_relations: int) -> tuple[np.ndarray, np.ndarray]:
+    """The counts that occur in ``train``: int64 keys ``slot * E + entity``, sorted, and float32
+    ``log(1 + count)`` (slot ``r``: tails of ``r``; ``R + r``: its heads, as `slot_log_counts`)."""
+    e, r = int(num_entities), int(num_relations)
+    train = np.asarray(train, np.int64).reshape(-1, 3)
+    keys = np.concatenate([train[:, 1] * e + train[:, 2], (r + train[:, 1]) * e + train[:, 0]])
+    keys, counts = np.unique(keys, return_counts=True)
+    return keys.astype(np.int64), np.log1p(counts).astype(np.float32)
+
+
+class SparseSlotPrior:
+    """The prior's offsets (module docstring) from the counts that occur (`slot_counts`) and ``w``.
+
+    Same methods as `SlotPrior`, except that ``tails`` and ``heads`` return `SlotOffsets`: a
+    batch's ``[B, E]`` offsets built a block of entities at a time, never whole.
+    """
+
+    in_loss = False  # sampled training's loss leaves the counts out
+
+    def __init__(self, weight: float, num_entities: int, num_relations: int, keys=None, values=None) -> None:
+        self.weight, self.num_entities, self.num_relations = float(weight), int(num_entities), int(num_relations)
+        self.keys, self.values = None, None
+        if keys is not None:
+            self._hold(keys, values)
+
+    def fill(self, train: np.ndarray) -> None:
+        """Count the training triples ``train`` (int ``[T, 3]``)."""
+        self._hold(*slot_counts(train, self.num_entities, self.num_relations))
+
+    def save(self, path) -> None:
+        """Write the counts to ``path`` (``.npz``), replaced whole."""
+        keys, values = self.arrays()
+        with replacing(path) as tmp, open(tmp, "wb") as f:
+            np.savez(f, keys=keys, values=values)
+
+    def load(self, path) -> None:
+        """Read what `save` wrote."""
+        try:
+            with np.load(path) as data:
+                keys, values = data["keys"], data["values"]
+        except (OSError, KeyError, ValueError) as exc:
+            raise JobiError(f"{path}: cannot read the slot prior's counts ({exc})") from None
+        if len(keys) and int(keys[-1]) >= 2 * self.num_relations * self.num_entities:
+            raise JobiError(f"{path}: the slot prior's counts belong to a larger graph")
+        self._hold(keys, values)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The counts as NumPy ``(keys, values)``."""
+        self._check_filled()
+        return np.asarray(self.keys), np.asarray(self.values)
+
+    def triples(self, heads: tf.Tensor, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
+        """``[B]``: the offset of each triple."""
+        return self.weight * (self._at(relations, tails) + self._at(self._head_slot(relations), heads))
+
+    def tails(self, heads: tf.Tensor, relations: tf.Tensor) -> SlotOffsets:
+        """The offsets of every entity as the tail of ``(h, r, ?)``."""
+        return SlotOffsets(self, relations, self._at(self._head_slot(relations), heads))
+
+    def heads(self, relations: tf.Tensor, tails: tf.Tensor) -> SlotOffsets:
+        """The offsets of every entity as the head of ``(?, r, t)``."""
+        return SlotOffsets(self, self._head_slot(relations), self._at(relations, tails))
+
+    def relations(self, heads: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
+        """``[B, R]``: the offset of every relation for ``(h, ?, t)``."""
+        heads = tf.cast(heads, tf.int64)
+        slots = tf.range(self.num_relations, dtype=tf.int64)[None] + tf.zeros_like(heads)[:, None]  # [B, R]
+        tails = tf.cast(tails, tf.int64)[:, None] + tf.zeros_like(slots)
+        return self.weight * (self._at(slots, tails) + self._at(self._head_slot(slots), heads[:, None] + 0 * slots))
+
+    def rows(self, slots: tf.Tensor, lo: int, hi: int) -> tf.Tensor:
+        """float32 ``[B, hi - lo]``: the log counts of entities ``lo..hi-1`` in each of ``slots``
+        (``w`` not applied). Each distinct slot is filled once, from its span of the sorted keys."""
+        self._check_filled()
+        e = tf.constant(self.num_entities, tf.int64)
+        distinct, which = tf.unique(tf.cast(slots, tf.int64))
+        starts = tf.searchsorted(self.keys, distinct * e + lo, out_type=tf.int64)
+        spans = tf.ragged.range(starts, tf.searchsorted(self.keys, distinct * e + hi, out_type=tf.int64))
+        at, row = spans.flat_values, spans.value_rowids()
+        cols = tf.gather(self.keys, at) - tf.gather(distinct, row) * e - lo
+        shape = tf.stack([tf.size(distinct, out_type=tf.int64), tf.constant(hi - lo, tf.int64)])
+        filled = tf.scatter_nd(tf.stack([row, cols], axis=1), tf.gather(self.values, at), shape)
+        return tf.gather(filled, which)
+
+    def _hold(self, keys, values) -> None:
+        self.keys = tf.convert_to_tensor(keys, tf.int64)
+        self.values = tf.convert_to_tensor(values, tf.float32)
+
+    def _check_filled(self) -> None:
+        if self.keys is None:
+            raise JobiError("the slot prior has no counts yet: fill it from the training triples or load them")
+
+    def _head_slot(self, relations: tf.Tensor) -> tf.Tensor:
+        return relations + tf.constant(self.num_relations, relations.dtype)
+
+    def _at(self, slots: tf.Tensor, entities: tf.Tensor) -> tf.Tensor:
+        """The log counts at ``(slots, entities)``, elementwise (any shape; 0 where none)."""
+        self._check_filled()
+        keys = tf.cast(slots, tf.int64) * self.num_entities + tf.cast(entities, tf.int64)
+        if self.keys.shape[0] == 0:  # a graph with no training triple
+            return tf.zeros(tf.shape(keys), tf.float32)
+        flat = tf.reshape(keys, [-1])
+        last = tf.size(self.keys, out_type=tf.int64) - 1
+        pos = tf.minimum(tf.searchsorted(self.keys, flat, out_type=tf.int64), last)
+        found = tf.where(tf.gather(self.keys, pos) == flat, tf.gather(self.values, pos), 0.0)
+        return tf.reshape(found, tf.shape(keys))
+
+
+class SlotOffsets:
+    """A batch's ``[B, E]`` prior offsets, made a block of entities at a time: ``offsets[:, lo:hi]``
+    is a ``[B, hi - lo]`` tensor (ranking's blocks), and the whole is a tensor wherever one is
+    needed (a served query's few rows). Why not a tensor: at 1.85M entities a batch of 1,000
+    queries would hold 7.4 GB."""
+
+    def __init__(self, prior: SparseSlotPrior, slots: tf.Tensor, other_side: tf.Tensor) -> None:
+        self.prior, self.slots, self.other_side = prior, slots, other_side
+
+    @property
+    def shape(self) -> tuple[int | None, int]:
+        return (self.slots.shape[0], self.prior.num_entities)
+
+    def __getitem__(self, key) -> tf.Tensor:
+        rows, cols = key
+        if rows != slice(None) or not isinstance(cols, slice) or cols.step not in (None, 1):
+            raise IndexError("SlotOffsets takes [:, lo:hi] only")
+        lo, hi, _ = cols.indices(self.prior.num_entities)
+        counts = self.prior.rows(self.slots, lo, hi) + self.other_side[:, None]
+        return self.prior.weight * counts
+
+    def dense(self) -> tf.Tensor:
+        """The whole ``[B, E]``."""
+        return self[:, :]
+
+
+tf.register_tensor_conversion_function(SlotOffsets, lambda value, dtype=None, name=None, as_ref=False: value.dense())

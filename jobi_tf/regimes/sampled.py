@@ -10,7 +10,7 @@ __all__ = ["Sampled", "REGIME"]
 
 class Sampled(Regime):
     name = SAMPLED
-    options = ("pair_every",)
+    options = ("pair_every", "slot_prior")
     samples_negatives = True
 
 

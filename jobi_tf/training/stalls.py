@@ -145,7 +145,7 @@ class StallCheck:
         index = evaluator.index
         objective = getattr(model, "objective", None)
         uniform = objective.uniform_loss(index.num_entities) if objective is not None else None
-        prior = uniform is not None and getattr(model, "prior", None) is not None
+        prior = uniform is not None and getattr(getattr(model, "prior", None), "in_loss", False)
         if prior:  # the untrained model ranks by the counts: its loss is the prior's, not 2 ln N
             uniform = untrained_loss(model.slot_log_counts.numpy(), index.train, model.slot_prior)
         return cls(cfg, index.num_entities, uniform, steps, state, valid_queries=2 * len(index.valid), prior=prior)

@@ -253,6 +253,8 @@ def _build_or_restore(cfg, run_dir, index, strategy, growth):
             optimizer.build(model.trainable_variables)
         if getattr(model, "prior", None) is not None:  # counted from this graph; a checkpoint holds the same
             model.prior.fill(index.train)
+            if not model.prior.in_loss and is_chief(strategy):  # sparse counts: beside the weights, for `load_run`
+                model.prior.save(folder.slot_counts)
         state = LoopState()
         if folder.checkpoint.exists():
             state = LoopState.from_dict(load_checkpoint(folder.checkpoint, model, optimizer))

@@ -1,0 +1,83 @@
+"""The slot prior's weight for a finished sampled run, chosen on validation: what the counts add.
+
+Why: a sampled run's ``--slot-prior W`` adds ``W · log(1 + count)`` of each entity in the asked
+slot to every score it ranks (`jobi_tf.models.slot_prior`), and its loss leaves the counts out,
+so the weight can be chosen after training without training again. This ranks the run's fixed
+validation sample (``--valid-sample``, the run's own when it had one) at each weight of a grid,
+keeps the best validation MRR (ties: the smaller weight), and ranks the whole test set with and
+without the counts, each split by answer on a replicated graph (hub / copied). float32 ranks.
+
+Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-tf train ..." \
+          --weights 0,0.5,1,2,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import emit, peak_rss_gib, provenance, versions  # noqa: E402, I001
+from accuracy_per_hour import answer_parts, headline, replicated_hubs  # noqa: E402
+
+from jobi_tf.api.run import restore_model  # noqa: E402
+from jobi_tf.config import RunConfig  # noqa: E402
+from jobi_tf.config.runs import RunFolder  # noqa: E402
+from jobi_tf.datasets.loading import load_index  # noqa: E402
+from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample  # noqa: E402
+from jobi_tf.models.slot_prior import SparseSlotPrior  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, type=Path, help="a finished sampled run folder")
+    parser.add_argument("--command", required=True, help="the jobi-tf train command that made it, as run")
+    parser.add_argument("--weights", default="0,0.5,1,2,4", help="comma-separated weights W to try")
+    parser.add_argument("--valid-sample", type=int, default=None, help="validation triples (default: the run's)")
+    args = parser.parse_args()
+
+    cfg = RunConfig.from_dict(json.loads((args.run / "config.json").read_text(encoding="utf-8")))
+    entities, _, index = load_index(cfg.data, seed=cfg.seed)
+    hub = replicated_hubs(cfg.data.data_dir, entities)
+    model = restore_model(RunFolder(args.run), cfg)
+    prior = SparseSlotPrior(0.0, index.num_entities, index.num_relations)
+    prior.fill(index.train)
+    evaluator = FilteredEvaluator(index, cfg.eval)
+    size = cfg.eval.valid_sample if args.valid_sample is None else args.valid_sample
+    valid = validation_sample(index.valid, size)
+
+    def ranked(weight: float, triples) -> dict:
+        prior.weight = weight
+        model.prior = prior if weight else None  # 0: the plain one-pass ranking
+        start = time.perf_counter()
+        ranks = evaluator.ranks(model, triples)
+        out = {"weight": weight, **headline(evaluator.metrics_from_ranks(ranks))}
+        if hub is not None:
+            out["parts"] = answer_parts(ranks, cfg.eval.rank_type, hub)
+        return {**out, "seconds": round(time.perf_counter() - start, 1)}
+
+    grid = [ranked(float(w), valid) for w in args.weights.split(",")]
+    best = max(grid, key=lambda v: (v["mrr"], -v["weight"]))
+    record = {
+        "bench": "slot_prior_weight",
+        "metric": "filtered MRR of a sampled run's best weights with W x log(1 + slot count) added, W chosen on "
+        "the validation sample; test with and without the counts",
+        "run": str(args.run),
+        "training_command": args.command,
+        "config": json.loads((args.run / "config.json").read_text(encoding="utf-8")),
+        "valid_sample": len(valid),
+        "valid_grid": grid,
+        "chosen_weight": best["weight"],
+        "test_without_counts": ranked(0.0, index.test),
+        "test_with_counts": ranked(best["weight"], index.test),
+        "slot_count_entries": int(prior.keys.shape[0]),
+    }
+    record.update(peak_rss_gib=round(peak_rss_gib(), 2), **provenance(__file__), versions=versions())
+    emit(record)
+
+
+if __name__ == "__main__":
+    main()
