@@ -25,11 +25,26 @@ __all__ = ["evaluate"]
     is_flag=True,
     help="Also rank the true relation of each (h, ?, t) among all relations (filtered): 'relation_prediction'.",
 )
+@click.option(
+    "--slot-prior",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="W",
+    help="A sampled run: rank with W x the slot counts in place of its own --slot-prior (0: the tables alone). "
+    "Its loss left them out, so choose W on --split valid.",
+)
 @eval_options
 @click.pass_context
 @reports_errors
 def evaluate(
-    ctx: click.Context, run_dir: str, split: str, tails_only: bool, per_relation: bool, relations: bool, **flags
+    ctx: click.Context,
+    run_dir: str,
+    split: str,
+    tails_only: bool,
+    per_relation: bool,
+    relations: bool,
+    slot_prior: float | None,
+    **flags,
 ) -> None:
     """Print MRR and Hits@1/3/10 (overall, head, tail) of RUN_DIR's best weights as JSON."""
     eval_cfg = EvalConfig(**flags)
@@ -38,9 +53,12 @@ def evaluate(
 
     with progress_to_stderr():
         run = load_run(run_dir)
+        if slot_prior is not None:
+            run.use_slot_prior(slot_prior)
         metrics = run.evaluate(split, eval_config=eval_cfg, tails_only=tails_only, progress=not ctx.obj["quiet"])
         if relations:
             metrics["relation_prediction"] = run.evaluate_relations(split, eval_config=eval_cfg)
     if not per_relation:
         metrics.pop("per_relation")
-    click.echo(json.dumps({"split": split, **metrics}))
+    weight = run.model.prior.weight if run.model.prior is not None else 0.0
+    click.echo(json.dumps({"split": split, "slot_prior": weight, **metrics}))

@@ -64,9 +64,17 @@ def _whole(param: click.Parameter, value: str) -> int:
     "whose k-means centroids score highest against the query. auto: about 4*sqrt(entities) cells; 0: none. "
     "For graphs of millions of entities, where an exact query streams the whole table (docs/serving.md).",
 )
+@click.option(
+    "--slot-prior",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="W",
+    help="A sampled run: serve with W x the slot counts in place of its own --slot-prior (0: none); "
+    "choose W with jobi-tf evaluate --split valid --slot-prior W.",
+)
 @click.pass_context
 @reports_errors
-def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
+def export(ctx: click.Context, run_dir: str, export_base: str, slot_prior: float | None, **flags) -> None:
     """Export RUN_DIR's best weights (triple head only) to OUT/<version>/; print what was written as JSON.
 
     The SavedModel takes and returns names: signatures score, predict_tail (the default),
@@ -80,7 +88,10 @@ def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
     from jobi_tf.api import load_run  # imports TensorFlow
 
     with progress_to_stderr():
-        result = load_run(run_dir).export(export_base, **dataclasses.asdict(cfg))
+        run = load_run(run_dir)
+        if slot_prior is not None:
+            run.use_slot_prior(slot_prior)
+        result = run.export(export_base, **dataclasses.asdict(cfg))
     checkpoint = RunFolder(run_dir).checkpoint
     summary = {
         "export_dir": str(result.path),
@@ -92,5 +103,6 @@ def export(ctx: click.Context, run_dir: str, export_base: str, **flags) -> None:
         "typed": cfg.typed,
         "pair_head": cfg.pair_head,
         "cells": cfg.cells,
+        "slot_prior": run.model.prior.weight if run.model.prior is not None else 0.0,
     }
     click.echo(json.dumps(summary))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -15,7 +16,7 @@ from jobi_tf.evaluation.ranking import FilteredEvaluator, tie_ranks
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior, slot_counts, slot_log_counts, untrained_loss
 from jobi_tf.regimes.checks import check
-from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.runtime.errors import ConfigError, JobiError
 
 E, R = 12, 3
 
@@ -288,7 +289,6 @@ def test_a_sampled_run_trains_without_the_counts_and_ranks_and_reloads_with_them
     """Sampled training's loss leaves the counts out (the same seed trains the same tables with
     and without them); validation, test and a reloaded run rank with them; the sparse counts
     live beside the weights and equal the dense table's nonzero entries."""
-    import dataclasses
     import json
 
     from jobi_tf.api.run import load_run
@@ -310,11 +310,45 @@ def test_a_sampled_run_trains_without_the_counts_and_ranks_and_reloads_with_them
     np.testing.assert_allclose(values, dense.reshape(-1)[keys], rtol=1e-6)
     run = load_run(tmp_path / "prior")  # the counts come from the folder, not the data
     assert run.evaluate("test")["mrr"] == pytest.approx(with_counts.metrics["test"]["mrr"], rel=1e-6)
+    # One validation each: the same best weights, so the weight can be moved after training.
+    run.use_slot_prior(0)
+    assert run.evaluate("test")["mrr"] == pytest.approx(plain.metrics["test"]["mrr"], rel=1e-6)
+    other = load_run(tmp_path / "plain")  # trained without: the counts come from its data
+    other.use_slot_prior(1.0)
+    assert other.evaluate("test")["mrr"] == pytest.approx(with_counts.metrics["test"]["mrr"], rel=1e-6)
+    with pytest.raises(JobiError, match="slot_prior must be a number >= 0"):
+        other.use_slot_prior(-1)
+
+
+def test_the_cli_moves_a_sampled_runs_weight_and_refuses_a_one_vs_all_runs(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+    from jobi_tf.cli.main import main as cli
+
+    from jobi_tf.api.run import load_run
+    from jobi_tf.training.trainer import train
+
+    sampled = dataclasses.replace(_cfg(loss="sampled-softmax", epochs=1, jit_compile=False), seed=5)
+    train(sampled, tmp_path / "sampled", verbose=0)
+    runner = CliRunner()
+    outs = {}
+    for weight in ("0", "1"):
+        result = runner.invoke(cli, ["evaluate", str(tmp_path / "sampled"), "--slot-prior", weight])
+        assert result.exit_code == 0, result.output
+        outs[weight] = json.loads(result.output.strip().splitlines()[-1])
+    assert outs["0"]["slot_prior"] == 0.0 and outs["1"]["slot_prior"] == 1.0
+    assert outs["0"]["mrr"] != pytest.approx(outs["1"]["mrr"])
+    export_args = ["export", str(tmp_path / "sampled"), "--out", str(tmp_path / "x"), "--slot-prior", "1"]
+    result = runner.invoke(cli, export_args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.strip().splitlines()[-1])["slot_prior"] == 1.0
+    train(_run_cfg(lr=0.1), tmp_path / "one-vs-all", verbose=0)
+    with pytest.raises(JobiError, match="only a sampled run's weight can change"):
+        load_run(tmp_path / "one-vs-all").use_slot_prior(0.5)
 
 
 def test_unreadable_counts_are_named_in_one_line(tmp_path):
-    from jobi_tf.runtime.errors import JobiError
-
     (tmp_path / "slot_counts.npz").write_bytes(b"not a zip")
     with pytest.raises(JobiError, match="slot_counts.npz: cannot read the slot prior's counts"):
         SparseSlotPrior(1.0, E, R).load(tmp_path / "slot_counts.npz")

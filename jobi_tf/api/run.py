@@ -149,6 +149,37 @@ class Run:
                 raise JobiError(f"triples row {line}: unknown {what} {exc.args[0]!r}") from None
         return np.stack(columns, axis=1)
 
+    def use_slot_prior(self, weight: float) -> None:
+        """Rank, predict and export with ``weight`` x the slot counts (`jobi_tf.models.slot_prior`)
+        in place of the run's ``--slot-prior``; 0 ranks the tables alone.
+
+        Only for a sampled run: its loss left the counts out, so any weight ranks the same
+        trained tables, and one chosen on validation is a fair choice (`bench/slot_prior_weight.py`).
+        A 1-vs-all run trained with its own weight. The counts are the run folder's, else
+        counted from the run's data.
+        """
+        from jobi_tf.contracts.objectives import SAMPLED
+        from jobi_tf.models.slot_prior import SparseSlotPrior
+
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight >= 0:
+            raise JobiError(f"slot_prior must be a number >= 0. Received: {weight!r}")
+        if self.model.objective.regime != SAMPLED:
+            raise JobiError(
+                f"slot_prior: {self.path} trained with its prior in the loss ({self.model.loss_kind}); "
+                "only a sampled run's weight can change after training"
+            )
+        prior = self.model.prior
+        if weight and prior is None:
+            prior = SparseSlotPrior(weight, len(self._entities), len(self._relations))
+            if self.folder.slot_counts.exists():
+                prior.load(self.folder.slot_counts)
+            else:
+                prior.fill(self.data.index.train)
+        if prior is not None:
+            prior.weight = float(weight)
+        self.model.prior = prior if weight else None
+        self._scorers.clear()  # a scorer module holds the prior it was built with
+
     # -- predictions (the export's code) ----------------------------------------------------
     def _scorer(self, filter_known: bool):
         """The export's `TripleScorerModule` over this run's tables (one per filter setting)."""
