@@ -6,7 +6,7 @@ import json
 
 import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
-from jobi_tf.cli.options import eval_options
+from jobi_tf.cli.options import eval_options, slot_prior_option
 
 from jobi_tf.config import EvalConfig
 
@@ -25,14 +25,7 @@ __all__ = ["evaluate"]
     is_flag=True,
     help="Also rank the true relation of each (h, ?, t) among all relations (filtered): 'relation_prediction'.",
 )
-@click.option(
-    "--slot-prior",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="W",
-    help="A sampled run: rank with W x the slot counts in place of its own --slot-prior (0: the tables alone). "
-    "Its loss left them out, so choose W on --split valid.",
-)
+@slot_prior_option("rank")
 @eval_options
 @click.pass_context
 @reports_errors

@@ -7,6 +7,7 @@ import json
 
 import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
+from jobi_tf.cli.options import slot_prior_option
 
 from jobi_tf.config import ExportConfig
 from jobi_tf.config.runs import RunFolder
@@ -64,14 +65,7 @@ def _whole(param: click.Parameter, value: str) -> int:
     "whose k-means centroids score highest against the query. auto: about 4*sqrt(entities) cells; 0: none. "
     "For graphs of millions of entities, where an exact query streams the whole table (docs/serving.md).",
 )
-@click.option(
-    "--slot-prior",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="W",
-    help="A sampled run: serve with W x the slot counts in place of its own --slot-prior (0: none); "
-    "choose W with jobi-tf evaluate --split valid --slot-prior W.",
-)
+@slot_prior_option("serve")
 @click.pass_context
 @reports_errors
 def export(ctx: click.Context, run_dir: str, export_base: str, slot_prior: float | None, **flags) -> None:

@@ -14,7 +14,8 @@ import click
 
 from jobi_tf.config import SECTIONS, DataConfig, EvalConfig, RunConfig, flag_name
 
-__all__ = ["config_options", "config_from_flags", "eval_options", "graph_options", "TRAIN_SECTIONS"]
+__all__ = ["config_options", "config_from_flags", "eval_options", "graph_options", "slot_prior_option"]
+__all__ += ["TRAIN_SECTIONS"]
 
 #: The sections ``jobi-tf train`` exposes, in the order its help lists them.
 TRAIN_SECTIONS = ("data", "sampler", "model", "train", "eval", "distribute")
@@ -85,3 +86,16 @@ def eval_options(fn: Callable) -> Callable:
 
 def eval_config(flags: dict) -> EvalConfig:
     return EvalConfig(**{f.name: flags[f.name] for f in dataclasses.fields(EvalConfig)})
+
+
+def slot_prior_option(purpose: str) -> Callable:
+    """``--slot-prior W`` of `evaluate` and `export`: a sampled run's weight of the slot counts in
+    place of its own (`jobi_tf.api.Run.use_slot_prior`); ``purpose`` is the verb, "rank" or "serve"."""
+    return click.option(
+        "--slot-prior",
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="W",
+        help=f"A sampled run: {purpose} with W x the slot counts in place of its own --slot-prior (0: the tables "
+        "alone). Its loss left them out, so any W fits its tables: choose W with jobi-tf evaluate --split valid.",
+    )
