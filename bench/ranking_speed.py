@@ -14,6 +14,8 @@ is ``jobi_tf.training.advice.advise``'s (a kbc-fast step at ``--matmul-dtype aut
 process). The one-pass ranks must equal the two-pass ranks exactly; the bfloat16 route's MRR
 is given beside the float32 one. Weights: a run's ``best.weights.npz`` (``--run``) or, without
 one, a random table (the ranks then say nothing about a model; the rate is the same).
+``--slot-prior W`` times every route a second time with the sparse slot counts' offsets added
+(``ROUTE + counts``: what validation of a ``--slot-prior`` run costs).
 
 Run:  python bench/ranking_speed.py --data-dir /work/data/replicated/K137 --dim 100
 """
@@ -48,6 +50,7 @@ def main() -> None:
     parser.add_argument("--triples", type=int, default=0, help="validation triples to rank (0: all)")
     parser.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES)
     parser.add_argument("--no-training-rate", action="store_true", help="skip timing the training step")
+    parser.add_argument("--slot-prior", type=float, default=0.0, help="W > 0: also time each route with the counts")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -85,11 +88,21 @@ def main() -> None:
     }
     ranks = {}
     usages = {}
-    for route in args.routes:
-        dtype = "bfloat16" if route == "bfloat16" else "float32"
+    prior = None
+    if args.slot_prior:
+        from jobi_tf.models.slot_prior import SparseSlotPrior
+
+        prior = SparseSlotPrior(args.slot_prior, index.num_entities, index.num_relations)
+        prior.fill(index.train)
+        record["slot_prior"] = {"weight": args.slot_prior, "entries": int(prior.keys.shape[0])}
+    timed = [(r, None) for r in args.routes] + ([(r, prior) for r in args.routes] if prior is not None else [])
+    for base_route, with_prior in timed:
+        model.prior = with_prior
+        route = base_route if with_prior is None else f"{base_route} + counts"
+        dtype = "bfloat16" if base_route == "bfloat16" else "float32"
         evaluator = FilteredEvaluator(index, EvalConfig(), dtype=dtype)
         original = one_pass.OnePassCounter.__dict__["handles"]
-        if route == "two-pass":
+        if base_route == "two-pass":
             one_pass.OnePassCounter.handles = staticmethod(lambda scorer: False)
         try:
             evaluator.ranks(model, triples[:100])  # tracing and XLA compilation, untimed
@@ -108,13 +121,14 @@ def main() -> None:
             "cpu": usage.record(),
         }
         print(f"{route}: {seconds:.1f} s, {flops / seconds:.3g} FLOP/s, MRR {metrics['mrr']:.4f}", file=sys.stderr)
-    if "one-pass" in ranks and "two-pass" in ranks:
-        a, b = ranks["one-pass"], ranks["two-pass"]
-        record["one_pass_equals_two_pass"] = bool(
-            np.array_equal(a.optimistic, b.optimistic)
-            and np.array_equal(a.pessimistic, b.pessimistic)
-            and np.array_equal(a.top1, b.top1)
-        )
+    for suffix in ("", " + counts"):
+        if f"one-pass{suffix}" in ranks and f"two-pass{suffix}" in ranks:
+            a, b = ranks[f"one-pass{suffix}"], ranks[f"two-pass{suffix}"]
+            record[f"one_pass_equals_two_pass{suffix.replace(' + ', '_with_')}"] = bool(
+                np.array_equal(a.optimistic, b.optimistic)
+                and np.array_equal(a.pessimistic, b.pessimistic)
+                and np.array_equal(a.top1, b.top1)
+            )
     if "one-pass" in ranks and "bfloat16" in ranks:
         diff = ranks["bfloat16"].get("realistic") - ranks["one-pass"].get("realistic")
         record["bfloat16_vs_float32"] = {

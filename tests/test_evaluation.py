@@ -459,9 +459,11 @@ def _two_pass_only(monkeypatch):
     monkeypatch.setattr(one_pass.OnePassCounter, "handles", staticmethod(lambda scorer: False))
 
 
-def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch):
+@pytest.mark.parametrize("prior", [0.0, 0.7])
+def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch, prior):
     """FB15k-237's validation set under a ComplEx table with many exact ties (rows copied):
-    the one-pass count gives the two-pass count's ranks and top-1s, bit for bit."""
+    the one-pass count gives the two-pass count's ranks and top-1s, bit for bit, with the
+    sparse slot prior's offsets too."""
     from jobi_tf.config import DataConfig
     from jobi_tf.datasets.loading import load_index
 
@@ -475,6 +477,11 @@ def test_one_pass_ranks_equal_two_pass_ranks_on_fb15k_237(monkeypatch):
     ent[rng.choice(index.num_entities, 2000, replace=False)] = ent[: 2000 // 100].repeat(100, axis=0)
     model.entity_embeddings.assign(ent)
     model.triple_relations.assign(rng.normal(size=model.triple_relations.shape).astype(np.float32))
+    if prior:
+        from jobi_tf.models.slot_prior import SparseSlotPrior
+
+        model.prior = SparseSlotPrior(prior, index.num_entities, index.num_relations)
+        model.prior.fill(index.train)
     valid = index.split("valid")[:3000]
     cfg = EvalConfig(chunk_size=5000)  # several blocks, tiles of unequal widths
     from jobi_tf.evaluation import one_pass

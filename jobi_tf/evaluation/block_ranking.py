@@ -11,7 +11,7 @@ entities scoring above / equal to the true one are counted. Memory is bounded by
 The true entity's score must come out of the same matmul as its rivals' (a dot product
 summed in another order rounds differently and breaks exact ties). With one block it is read
 during counting; with several, a first pass reads it, so each product is computed twice. A
-dot-product scorer without type-aware candidates or a slot prior is counted in one pass
+dot-product scorer without type-aware candidates is counted in one pass
 instead (`jobi_tf.evaluation.one_pass`), which ``BlockRanker.count`` chooses.
 """
 
@@ -73,16 +73,14 @@ class BlockRanker:
             products: `product_table` of ``table`` (made here when not given).
         """
         several = len(blocks) > 1 or self.one_pass.dtype != "float32"  # one block: no first pass to save
-        if several and allowed is None and offsets is None and self.one_pass.handles(scorer):
+        if several and allowed is None and self.one_pass.handles(scorer):
             products = self.product_table(table) if products is None else products
-            counts = self.one_pass.count(q, products, filtered, targets, blocks)
+            counts = self.one_pass.count(q, products, filtered, targets, blocks, offsets)
             if counts is not None:
                 return counts
         if self.one_pass.dtype != "float32" and not self._warned:
             self._warned = True  # a run's validation goes on, exact and slower, rather than stop mid-run
-            logger.warning(
-                "bfloat16 ranking needs a dot-product scorer without --restrict or a slot prior; ranking in float32"
-            )
+            logger.warning("bfloat16 ranking needs a dot-product scorer without --restrict; ranking in float32")
         return self._count_two_pass(scorer, q, table, filtered, targets, blocks, allowed, offsets)
 
     def _count_two_pass(self, scorer, q, table, filtered, targets, blocks, allowed=None, offsets=None) -> BlockCounts:

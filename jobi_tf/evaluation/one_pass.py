@@ -62,16 +62,22 @@ class OnePassCounter:
         dense = tf.convert_to_tensor(table)
         return dense if self.dtype == "float32" else tf.cast(dense, tf.bfloat16)
 
-    def count(self, q, products, filtered, targets, blocks) -> BlockCounts | None:
+    def count(self, q, products, filtered, targets, blocks, offsets=None) -> BlockCounts | None:
         """The counts of one batch, or None where a target's score came out otherwise in its
-        own tile than in the product that gave it beforehand (the caller then counts again)."""
+        own tile than in the product that gave it beforehand (the caller then counts again).
+
+        ``offsets``: ``[B, E]`` float32 added to the products (the slot prior: a tensor, or its
+        `jobi_tf.models.slot_prior.SlotOffsets`, sliced a tile at a time), or None. Each total
+        is one float32 addition, ``product + offset``, in the tile and for the target alike, so
+        the target's total is its tile's, bit for bit."""
         q = tf.convert_to_tensor(q, tf.float32)
         qp = tf.cast(q, tf.bfloat16) if self.dtype == "bfloat16" else q
         targets = np.asarray(targets, np.int64)
         tiles = _tiles(blocks)
         width = max(hi - lo for lo, hi in tiles)
         value = self._target_scores(qp, products, targets, width)
-        target = tf.constant(value)
+        total = value if offsets is None else value + _at_targets(offsets, targets)
+        target = tf.constant(total)
         rows, cols = (np.asarray(a, np.int64) for a in filtered)
         order = np.argsort(cols, kind="stable")
         rows, cols = rows[order], cols[order]
@@ -94,6 +100,7 @@ class OnePassCounter:
                 tf.constant(best),
                 tf.constant(target_cols),
                 hi - lo if hi - lo < width else None,  # the last tile's pad: no candidates
+                None if offsets is None else _padded_columns(offsets[:, lo:hi], width),
             )
             greater += above.numpy()
             at_least += at_least_here.numpy()
@@ -107,7 +114,7 @@ class OnePassCounter:
             return None  # the products rounded otherwise: never seen on the CPUs measured
         counts = BlockCounts(size)
         counts.greater, counts.equal = greater, at_least - greater
-        counts.rival_score, counts.rival, counts.target_score = best, rival, value
+        counts.rival_score, counts.rival, counts.target_score = best, rival, total
         return counts
 
     def _target_scores(self, qp, products, targets: np.ndarray, width: int) -> np.ndarray:
@@ -138,6 +145,19 @@ def _tiles(blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(a, min(a + TILE, hi)) for lo, hi in spans for a in range(lo, hi, TILE)]
 
 
+def _at_targets(offsets, targets: np.ndarray) -> np.ndarray:
+    """float32 ``(B,)``: each query's offset at its target, by the expression its tile uses."""
+    if hasattr(offsets, "at"):
+        return offsets.at(targets).numpy()
+    return tf.gather(offsets, tf.constant(targets), axis=1, batch_dims=1).numpy()
+
+
+def _padded_columns(block, width: int):
+    """``block [B, C]`` with zero columns up to ``width`` (the last tile's pad scores -inf anyway)."""
+    block = tf.convert_to_tensor(block, tf.float32)
+    return block if block.shape[1] == width else tf.pad(block, [[0, 0], [0, width - block.shape[1]]])
+
+
 def _padded(products, lo: int, hi: int, width: int):
     """Rows ``lo:hi`` of the table, with zero rows up to ``width`` (the last tile's pad)."""
     rows = products[lo:hi]
@@ -148,11 +168,11 @@ def _product(q, rows):
     return tf.matmul(q, rows, transpose_b=True)
 
 
-def _tile_counts(q, entities, filtered, target, best, target_cols, valid=None):
+def _tile_counts(q, entities, filtered, target, best, target_cols, valid=None, offsets=None):
     """One tile: per query, the filtered-in scores above and at least ``target``, the best
-    one, which queries it improves and where, and the scores at ``target_cols`` (read before
-    filtering). ``valid``: the columns before the pad of a last tile (None: no pad); the pad
-    scores -inf.
+    one, which queries it improves and where, and the products at ``target_cols`` (read before
+    filtering and before ``offsets [B, width]``, which are added to every score). ``valid``:
+    the columns before the pad of a last tile (None: no pad); the pad scores -inf.
     """
     scores = tf.matmul(q, entities, transpose_b=True)
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
@@ -162,6 +182,8 @@ def _tile_counts(q, entities, filtered, target, best, target_cols, valid=None):
         )
     if valid is not None:
         scores = tf.where(tf.range(tf.shape(scores)[1])[None, :] < valid, scores, tf.constant(-np.inf, scores.dtype))
+    if offsets is not None:  # float32 totals: -inf stays -inf
+        scores = tf.cast(scores, tf.float32) + offsets
     reduce = _fused_sums if scores.shape[1] is not None and scores.shape[1] >= FUSED_FROM else _sums
     packed, block_best = reduce(scores, target)
     improved = block_best > best  # strict: on ties the earlier tile (lower id) keeps it

@@ -290,6 +290,11 @@ class SlotOffsets:
         counts = self.prior.rows(self.slots, lo, hi) + self.other_side[:, None]
         return self.prior.weight * counts
 
+    def at(self, entities) -> tf.Tensor:
+        """``[B]``: each query's offset at one entity, by the expression of ``[:, lo:hi]``."""
+        counts = self.prior._at(self.slots, entities) + self.other_side
+        return self.prior.weight * counts
+
     def dense(self) -> tf.Tensor:
         """The whole ``[B, E]``."""
         return self[:, :]
