@@ -16,6 +16,10 @@ reductions, not the products, bounded the rate.
 queries, as the hardware's bfloat16 dot products do; the scores come back as bfloat16, so each
 rank is exactly that of the bfloat16 scores (ties counted as such): an approximation of the
 float32 ranks for validating often on a large graph. The test set is ranked in float32.
+
+A slot prior's offsets (`jobi_tf.models.slot_prior`) are added to each tile's products in
+float32, and to each target's product by the same single addition, so its total is still its
+tile's; with bfloat16 products the totals are the bfloat16 products plus float32 offsets.
 """
 
 from __future__ import annotations
