@@ -226,10 +226,10 @@ class SparseSlotPrior:
 
     def relations(self, heads: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
         """``[B, R]``: the offset of every relation for ``(h, ?, t)``."""
-        heads = tf.cast(heads, tf.int64)
-        slots = tf.range(self.num_relations, dtype=tf.int64)[None] + tf.zeros_like(heads)[:, None]  # [B, R]
-        tails = tf.cast(tails, tf.int64)[:, None] + tf.zeros_like(slots)
-        return self.weight * (self._at(slots, tails) + self._at(self._head_slot(slots), heads[:, None] + 0 * slots))
+        heads, tails = tf.cast(heads, tf.int64)[:, None], tf.cast(tails, tf.int64)[:, None]
+        slots = tf.range(self.num_relations, dtype=tf.int64)[None] + tf.zeros_like(heads)  # [B, R]
+        every = tf.zeros_like(slots)  # broadcasts the entities to [B, R]
+        return self.weight * (self._at(slots, tails + every) + self._at(self._head_slot(slots), heads + every))
 
     def rows(self, slots: tf.Tensor, lo: int, hi: int) -> tf.Tensor:
         """float32 ``[B, hi - lo]``: the log counts of entities ``lo..hi-1`` in each of ``slots``
