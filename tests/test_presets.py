@@ -28,7 +28,7 @@ def test_explicit_settings_win_over_the_preset():
     cfg = apply_preset(RunConfig(), "kbc", explicit={"dim", "lr"})
     assert cfg.model.dim == RunConfig().model.dim and cfg.train.lr == RunConfig().train.lr
     assert cfg.train.loss == "full-softmax" and cfg.model.reciprocal and cfg.train.optimizer == "adagrad"
-    with pytest.raises(ConfigError, match="--preset: must be one of paper, kbc, kbc-rp, kbc-fast"):
+    with pytest.raises(ConfigError, match="--preset: must be one of paper, kbc, kbc-rp, kbc-fast, large-graph"):
         apply_preset(RunConfig(), "fast")
 
 
@@ -111,3 +111,23 @@ def test_python_preset(tmp_path):
     run = jobi_tf.train(data, preset="kbc", dim=4, batch_size=20, epochs=1, eval_every=1, run_dir=tmp_path / "r")
     assert run.config.train.loss == "full-softmax" and run.config.model.dim == 4
     assert run.config.sampler.batch_size == 20 and run.config.train.optimizer == "adagrad"
+
+
+def test_large_graph_is_the_recipe_of_its_committed_grid():
+    """The preset and bench/grids/large-recipe-seeds.json (its check on FB15k-237 and WN18RR)
+    must not drift apart: every cell of the grid is the preset's config for its dataset."""
+    from pathlib import Path
+
+    from jobi_tf.training.grid import load_spec
+
+    spec = load_spec(Path(__file__).parents[1] / "bench" / "grids" / "large-recipe-seeds.json")
+    for cell in spec.cells():
+        preset = apply_preset(dataclasses.replace(RunConfig(), data=cell.config.data), "large-graph")
+        model, sampler = cell.config.model, cell.config.sampler
+        expected = dataclasses.replace(
+            preset,
+            model=dataclasses.replace(preset.model, joint=model.joint),
+            sampler=dataclasses.replace(preset.sampler, p=sampler.p),
+            seed=cell.config.seed,
+        )
+        assert cell.config == expected, cell.name

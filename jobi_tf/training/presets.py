@@ -135,6 +135,30 @@ PRESETS["kbc-fast"] = Preset(
 )
 
 
+# Issue 69's sampled recipe for a graph of millions of entities, where 1-vs-all does not fit
+# (`jobi-tf advise`): Adagrad 0.1 from 0 (kbc's optimizer; Adam at 0.001 overfit there after one
+# or two epochs), DURA 0.05 (Zhang et al., 2020: it kept the runs learning and gave the copied
+# entities' answers most), and the slot counts at W = 1 added to every ranked score (the sampled
+# loss leaves them out; they rank the hubs as counting does, which sampled tables did not learn).
+# The sampler stays the recommended one (1000 x 100 shared). Measured at 1.85M entities, K = 8,
+# FB15k-237 and WN18RR: docs/replicated-graph.md#large-graph-probes; grid:
+# bench/grids/large-recipe-seeds.json. Add --joint --p 0.3 for JoBi.
+PRESETS["large-graph"] = Preset(
+    {
+        "optimizer": "adagrad",
+        "lr": 0.1,
+        "initial_accumulator_value": 0.0,
+        "regularizer": "dura",
+        "regularization": 0.05,
+        "slot_prior": 1.0,
+    },
+    "sampled softmax for graphs too large for 1-vs-all: Adagrad 0.1 from 0, DURA 0.05, the slot counts added to "
+    "every ranked score (--slot-prior 1; not in the loss); at 1.85M entities JoBi on it passed the count's floor "
+    "(docs/replicated-graph.md). Add --joint --p 0.3 for JoBi, and on such a graph --valid-sample 1000 "
+    "--eval-every-steps N.",
+)
+
+
 def preset_settings(name: str, explicit: set[str] = frozenset(), dataset: str | None = None) -> dict[str, Any]:
     """The preset's settings for ``dataset`` by config field name, except those named in
     ``explicit`` (given by the user).
