@@ -7,8 +7,10 @@ validation sample (``--valid-sample``, the run's own when it had one) at each we
 keeps the best validation MRR (ties: the smaller weight), and ranks the whole test set with and
 without the counts, each split by answer on a replicated graph (hub / copied). float32 ranks.
 
-Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-tf train ..." \
-          --weights 0,0.5,1,2,4
+Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-tf train ..."
+
+The default weights are `jobi_tf.training.prior_weight.WEIGHTS`, what ``--choose-slot-prior``
+tries at the end of a run; this ranks the test set without the counts too.
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ from jobi_tf.config.runs import RunFolder  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
 from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample  # noqa: E402
 from jobi_tf.models.slot_prior import SparseSlotPrior  # noqa: E402
+from jobi_tf.training.prior_weight import WEIGHTS  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, type=Path, help="a finished sampled run folder")
     parser.add_argument("--command", required=True, help="the jobi-tf train command that made it, as run")
-    parser.add_argument("--weights", default="0,0.5,1,2,4", help="comma-separated weights W to try")
+    parser.add_argument(
+        "--weights", default=",".join(f"{w:g}" for w in WEIGHTS), help="comma-separated weights W to try"
+    )
     parser.add_argument("--valid-sample", type=int, default=None, help="validation triples (default: the run's)")
     args = parser.parse_args()
 

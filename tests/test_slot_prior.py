@@ -359,3 +359,31 @@ def test_unreadable_counts_are_named_in_one_line(tmp_path):
         SparseSlotPrior(1.0, E, R).load(tmp_path / "big.npz")
     with pytest.raises(JobiError, match="no counts yet"):
         SparseSlotPrior(1.0, E, R).triples(tf.constant([0]), tf.constant([0]), tf.constant([0]))
+
+
+def test_a_sampled_run_chooses_the_weight_on_validation_and_keeps_it(tmp_path, monkeypatch):
+    """--choose-slot-prior ranks the validation set at each weight after training, keeps the
+    best (ties: the smaller), tests with it, and `load_run` ranks with it again; a choice of 0
+    leaves the prior out of the reloaded model."""
+    import json
+
+    from jobi_tf.api.run import load_run
+    from jobi_tf.training import prior_weight
+    from jobi_tf.training.trainer import train
+
+    base = _cfg(loss="sampled-softmax", epochs=1, jit_compile=False, slot_prior=1.0, choose_slot_prior=True)
+    result = train(dataclasses.replace(base, seed=5), tmp_path / "run", verbose=0)
+    chosen = result.metrics["slot_prior"]
+    mrr = {float(w): m for w, m in chosen["valid_mrr"].items()}
+    assert set(mrr) == set(prior_weight.WEIGHTS) and chosen["chosen"] == max(mrr, key=lambda w: (mrr[w], -w))
+    run = load_run(tmp_path / "run")
+    assert run.evaluate("test")["mrr"] == pytest.approx(result.metrics["test"]["mrr"], rel=1e-6)
+    assert run.evaluate("valid")["mrr"] == pytest.approx(mrr[chosen["chosen"]], rel=1e-6)
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["slot_prior"] == chosen
+    monkeypatch.setattr(prior_weight, "WEIGHTS", (0.0,))  # a choice of 0: the tables alone
+    train(dataclasses.replace(base, seed=6), tmp_path / "zero", verbose=0)
+    assert load_run(tmp_path / "zero").model.prior is None
+    with pytest.raises(ConfigError, match="choose_slot_prior|choose-slot-prior"):
+        _cfg(loss="sampled-softmax", choose_slot_prior=True)
+    with pytest.raises(ConfigError, match="choose-slot-prior|choose_slot_prior"):
+        check(_cfg(loss="full-softmax", slot_prior=1.0, choose_slot_prior=True))

@@ -294,5 +294,6 @@ def restore_model(folder: RunFolder, cfg: RunConfig | None = None):
         model = JoBiModel.from_run_config(cfg, len(entities), len(relations))
     load_weights(folder.best_weights, model)
     if getattr(model, "prior", None) is not None and not model.prior.in_loss:
-        model.prior.load(folder.slot_counts)  # sparse counts live beside the weights
+        model.prior.load(folder.slot_counts)  # sparse counts live beside the weights, with their weight
+        model.prior = model.prior if model.prior.weight else None  # --choose-slot-prior may have chosen 0
     return model

@@ -128,6 +128,11 @@ class TrainConfig:
             ``full-softmax``: in training too, so an untrained model ranks as counting does and
             the tables learn what the counts miss. Sampled losses: at ranking (validation
             included) and serving only, from counts stored sparse, so at any graph size (0 = off).
+        choose_slot_prior: with a sampled loss and ``slot_prior``: after training, the weight of the
+            counts is chosen among `jobi_tf.training.prior_weight.WEIGHTS` by the best weights'
+            validation MRR (the loss left the counts out, so any weight fits the tables); the
+            test, ``load_run`` and the export use it. Why: the best weight fell as the tables
+            learned more (0.25 on FB15k-237, 0.5 at 1.85M entities; docs/replicated-graph.md).
         relation_prediction: weight of the auxiliary relation-prediction loss, a softmax over
             the relations for ``(h, ?, t)`` (Chen et al., 2021; 0 = off).
         alpha: weight of the pair loss (only with ``joint``).
@@ -197,6 +202,11 @@ class TrainConfig:
         "ranks or serves: with --loss full-softmax in training too (it starts from what counting ranks); with a "
         "sampled loss at validation, test and serving only, at any graph size (0 = off).",
         metavar="W",
+    )
+    choose_slot_prior: bool = setting(
+        False,
+        "With a sampled loss and --slot-prior: after training, choose the counts' weight among 0, 0.25, 0.5, 1 "
+        "and 2 by the validation MRR; the test and the export use it.",
     )
     relation_prediction: float = setting(
         0.0,
@@ -285,6 +295,8 @@ class TrainConfig:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
         _positive_float("slot_weight", self.slot_weight, allow_zero=True)
         _positive_float("slot_prior", self.slot_prior, allow_zero=True)
+        if self.choose_slot_prior and not self.slot_prior:
+            raise ConfigError("choose_slot_prior", "needs --slot-prior W > 0 (the weight validation ranks with)")
         _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
         _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPE_CHOICES)
         _positive_float("alpha", self.alpha, allow_zero=True)

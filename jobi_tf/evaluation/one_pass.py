@@ -69,11 +69,8 @@ class OnePassCounter:
     def count(self, q, products, filtered, targets, blocks, offsets=None) -> BlockCounts | None:
         """The counts of one batch, or None where a target's score came out otherwise in its
         own tile than in the product that gave it beforehand (the caller then counts again).
-
-        ``offsets``: ``[B, E]`` float32 added to the products (the slot prior: a tensor, or its
-        `jobi_tf.models.slot_prior.SlotOffsets`, sliced a tile at a time), or None. Each total
-        is one float32 addition, ``product + offset``, in the tile and for the target alike, so
-        the target's total is its tile's, bit for bit."""
+        ``offsets``: ``[B, E]`` added to the products (the slot prior, sliced a tile at a time:
+        module docstring), or None."""
         q = tf.convert_to_tensor(q, tf.float32)
         qp = tf.cast(q, tf.bfloat16) if self.dtype == "bfloat16" else q
         targets = np.asarray(targets, np.int64)

@@ -191,18 +191,20 @@ class SparseSlotPrior:
         self._hold(*slot_counts(train, self.num_entities, self.num_relations))
 
     def save(self, path) -> None:
-        """Write the counts to ``path`` (``.npz``), replaced whole."""
+        """Write the counts and ``w`` to ``path`` (``.npz``), replaced whole."""
         keys, values = self.arrays()
         with replacing(path) as tmp, open(tmp, "wb") as f:
-            np.savez(f, keys=keys, values=values)
+            np.savez(f, keys=keys, values=values, weight=np.float64(self.weight))
 
     def load(self, path) -> None:
-        """Read what `save` wrote."""
+        """Read what `save` wrote: the counts, and ``w`` (a weight chosen after training)."""
         try:
             with np.load(path) as data:
                 keys, values = data["keys"], data["values"]
+                weight = float(data["weight"]) if "weight" in data.files else self.weight
         except (OSError, KeyError, ValueError) as exc:
             raise JobiError(f"{path}: cannot read the slot prior's counts ({exc})") from None
+        self.weight = weight
         if len(keys) and int(keys[-1]) >= 2 * self.num_relations * self.num_entities:
             raise JobiError(f"{path}: the slot prior's counts belong to a larger graph")
         self._hold(keys, values)

@@ -139,7 +139,8 @@ PRESETS["kbc-fast"] = Preset(
 # (`jobi-tf advise`): Adagrad 0.1 from 0 (kbc's optimizer; Adam at 0.001 overfit there after one
 # or two epochs), DURA 0.05 (Zhang et al., 2020: it kept the runs learning and gave the copied
 # entities' answers most), and the slot counts at W = 1 added to every ranked score (the sampled
-# loss leaves them out; they rank the hubs as counting does, which sampled tables did not learn).
+# loss leaves them out; they rank the hubs as counting does, which sampled tables did not learn),
+# their weight chosen on validation after training (`jobi_tf.training.prior_weight`).
 # The sampler stays the recommended one (1000 x 100 shared). Measured at 1.85M entities, K = 8,
 # FB15k-237 and WN18RR: docs/replicated-graph.md#large-graph-probes; grid:
 # bench/grids/large-recipe-seeds.json. Add --joint --p 0.3 for JoBi.
@@ -151,11 +152,12 @@ PRESETS["large-graph"] = Preset(
         "regularizer": "dura",
         "regularization": 0.05,
         "slot_prior": 1.0,
+        "choose_slot_prior": True,
     },
     "sampled softmax for graphs too large for 1-vs-all: Adagrad 0.1 from 0, DURA 0.05, the slot counts added to "
-    "every ranked score (--slot-prior 1; not in the loss); at 1.85M entities JoBi on it passed the count's floor "
-    "(docs/replicated-graph.md). Add --joint --p 0.3 for JoBi, and on such a graph --valid-sample 1000 "
-    "--eval-every-steps N.",
+    "every ranked score (--slot-prior 1 while training, not in the loss; the weight then chosen on validation); "
+    "at 1.85M entities JoBi on it passed the count's floor (docs/replicated-graph.md). Add --joint --p 0.3 for "
+    "JoBi, and on such a graph --valid-sample 1000 --eval-every-steps N.",
 )
 
 

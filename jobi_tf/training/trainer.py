@@ -54,6 +54,7 @@ from jobi_tf.training.callbacks import (
 from jobi_tf.training.checkpoints import load_checkpoint, load_weights, save_weights
 from jobi_tf.training.fitting import fit_what_is_left, keras_fit
 from jobi_tf.training.growth import carry_over, plan_growth
+from jobi_tf.training.prior_weight import choose_prior_weight
 from jobi_tf.training.products import check_matmul_dtype, resolve_dtypes
 from jobi_tf.training.validation import EvaluationCallback, validation_evaluator
 
@@ -313,9 +314,14 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         save_weights(best, model)
         state.best_valid = evaluator.evaluate(model, "valid")
         state.best_epoch = state.epoch = cfg.train.epochs
+    chosen = None
+    if cfg.train.choose_slot_prior:  # before the test: the test ranks with the chosen weight
+        sample = validation_sample(evaluator.index.valid, cfg.eval.valid_sample)
+        chosen = choose_prior_weight(model, evaluator, sample, folder.slot_counts)
     metrics = {
         "valid": state.best_valid,
         "test": evaluator.evaluate(model, "test"),
+        **({"slot_prior": chosen} if chosen is not None else {}),
         "epochs": state.epoch,
         "best_epoch": state.best_epoch,
         **({"best_step": state.best_step} if state.best_step is not None else {}),
