@@ -77,8 +77,7 @@ class OnePassCounter:
         tiles = _tiles(blocks)
         width = max(hi - lo for lo, hi in tiles)
         value = self._target_scores(qp, products, targets, width)
-        total = value if offsets is None else value + _at_targets(offsets, targets)
-        target = tf.constant(total)
+        target = tf.constant(total := value if offsets is None else value + _at_targets(offsets, targets))
         rows, cols = (np.asarray(a, np.int64) for a in filtered)
         order = np.argsort(cols, kind="stable")
         rows, cols = rows[order], cols[order]
