@@ -80,6 +80,14 @@ def main() -> None:
         "test_with_counts": ranked(best["weight"], index.test),
         "slot_count_entries": int(prior.keys.shape[0]),
     }
+    if (args.run / "metrics.json").exists():  # the run's own test, at its command's weight
+        ran = json.loads((args.run / "metrics.json").read_text(encoding="utf-8"))
+        record["run_metrics"] = {
+            "slot_prior": cfg.train.slot_prior,
+            "test": headline(ran["test"]),
+            "best_valid": headline(ran["valid"]),
+            **{k: ran.get(k) for k in ("epochs", "best_epoch", "best_step", "train_seconds")},
+        }
     record.update(peak_rss_gib=round(peak_rss_gib(), 2), **provenance(__file__), versions=versions())
     emit(record)
 
