@@ -103,9 +103,19 @@ def test_one_vs_all_when_its_epochs_fit_and_sampled_jobi_when_not():
     assert fits.regime == ONE_VS_ALL
     assert fits.command == "jobi-tf train --data-dir GRAPH --preset kbc-fast --matmul-dtype auto"
     over = advise(index, 60 / 3600 * 0.999, epoch_seconds=30.0)
-    assert over.regime == SAMPLED_JOBI and over.command == "jobi-tf train --data-dir GRAPH --joint --p 0.3"
+    assert over.regime == SAMPLED_JOBI
+    assert over.command == "jobi-tf train --data-dir GRAPH --preset large-graph --joint --p 0.3"
     assert "exceed the budget" in over.reason and "fit in the budget" in fits.reason
     assert dataclasses.replace(over, epoch_seconds=29.9).regime == ONE_VS_ALL  # decided from the fields
+
+
+def test_a_long_sampled_epoch_validates_a_sample_four_times_an_epoch():
+    """19.3M triples (1.85M entities): 19,312 steps of 1,000; the command validates 1,000
+    triples every 5,000 steps. Below 8,000 steps an epoch: once an epoch, the whole set."""
+    big = dataclasses.replace(advise(_index(100, 1000), 1e-3, epoch_seconds=30.0), num_triples=19_311_521)
+    assert big.regime == SAMPLED_JOBI
+    assert big.command.endswith("--joint --p 0.3 --valid-sample 1000 --eval-every-steps 5000 --valid-dtype auto")
+    assert "--valid-sample" not in dataclasses.replace(big, num_triples=7_999_000).command
 
 
 def test_the_sparse_band_budgets_four_epochs_and_names_its_graphs():
