@@ -42,7 +42,10 @@ class ApproximateScorerModule(TripleScorerModule):
                 f"--cells: the {type(self._scorer).__name__} scorer is not a dot product of query and row"
             )
         if self.slot_prior is not None:
-            raise ExportError("--cells: a model trained with --slot-prior cannot be served from cells")
+            raise ExportError(
+                "--cells: the slot counts are per entity, not per cell; a sampled run's tables alone are served "
+                "from cells with --slot-prior 0"
+            )
         self.cells = CellIndex(cells)
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K, _K], autograph=False)
