@@ -37,6 +37,8 @@ __all__ = ["OnePassCounter", "TILE"]
 TILE = 4096
 #: Tiles from this many entities reduce in one XLA-fused loop (smaller ones are not worth a compile).
 FUSED_FROM = 1024
+#: Tiles whose slot-prior rows are built at once (32 x 4,096 entities x the batch's distinct slots).
+SPAN = 32
 
 
 class OnePassCounter:
@@ -80,7 +82,7 @@ class OnePassCounter:
         target = tf.constant(total := value if offsets is None else value + _at_targets(offsets, targets))
         rows, cols = (np.asarray(a, np.int64) for a in filtered)
         order = np.argsort(cols, kind="stable")
-        rows, cols = rows[order], cols[order]
+        rows, cols, factors = rows[order], cols[order], None if offsets is None else _Factors(offsets, tiles)
         size = len(targets)
         greater = np.zeros(size, np.float64)
         at_least = np.zeros(size, np.float64)
@@ -100,7 +102,7 @@ class OnePassCounter:
                 tf.constant(best),
                 tf.constant(target_cols),
                 hi - lo if hi - lo < width else None,  # the last tile's pad: no candidates
-                None if offsets is None else _padded_columns(offsets[:, lo:hi], width),
+                *(() if offsets is None else factors.tile(lo, hi, width)),
             )
             greater += above.numpy()
             at_least += at_least_here.numpy()
@@ -149,13 +151,34 @@ def _at_targets(offsets, targets: np.ndarray) -> np.ndarray:
     """float32 ``(B,)``: each query's offset at its target, by the expression its tile uses."""
     if hasattr(offsets, "at"):
         return offsets.at(targets).numpy()
-    return tf.gather(offsets, tf.constant(targets), axis=1, batch_dims=1).numpy()
+    return tf.gather(offsets, tf.constant(targets), axis=1, batch_dims=1).numpy() + np.float32(0)
 
 
-def _padded_columns(block, width: int):
-    """``block [B, C]`` with zero columns up to ``width`` (the last tile's pad scores -inf anyway)."""
-    block = tf.convert_to_tensor(block, tf.float32)
-    return block if block.shape[1] == width else tf.pad(block, [[0, 0], [0, width - block.shape[1]]])
+class _Factors:
+    """A batch's offsets as each tile takes them: ``(rows [U, width], which [B], shift [B])``, the
+    offset of query ``b`` at a tile's column ``c`` being ``rows[which[b], c] + shift[b]``
+    (`jobi_tf.models.slot_prior.SlotOffsets.factors`; a dense ``[B, E]`` tensor is its own rows).
+    A slot prior's rows are built `SPAN` tiles at a time: one build per tile cost more than the tile."""
+
+    def __init__(self, offsets, tiles: list[tuple[int, int]]) -> None:
+        self.offsets, self.tiles = offsets, tiles
+        self.span, self.built = (None, None), None
+
+    def tile(self, lo: int, hi: int, width: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        if not hasattr(self.offsets, "factors"):  # a dense [B, E] tensor
+            rows, size = self.offsets[:, lo:hi], self.offsets.shape[0]
+            which, shift = tf.range(size), tf.zeros([size], tf.float32)
+        else:
+            if self.span[0] is None or not self.span[0] <= lo < self.span[1]:
+                ends = [b for a, b in self.tiles if a >= lo][:SPAN]
+                self.span = (lo, ends[-1])
+                self.built = self.offsets.factors(*self.span)
+            block, which, shift = self.built
+            rows = block[:, lo - self.span[0] : hi - self.span[0]]
+        rows = tf.convert_to_tensor(rows, tf.float32)
+        if rows.shape[1] != width:  # the last tile's pad scores -inf anyway
+            rows = tf.pad(rows, [[0, 0], [0, width - rows.shape[1]]])
+        return rows, which, shift
 
 
 def _padded(products, lo: int, hi: int, width: int):
@@ -168,11 +191,12 @@ def _product(q, rows):
     return tf.matmul(q, rows, transpose_b=True)
 
 
-def _tile_counts(q, entities, filtered, target, best, target_cols, valid=None, offsets=None):
+def _tile_counts(q, entities, filtered, target, best, target_cols, valid=None, rows=None, which=None, shift=None):
     """One tile: per query, the filtered-in scores above and at least ``target``, the best
     one, which queries it improves and where, and the products at ``target_cols`` (read before
-    filtering and before ``offsets [B, width]``, which are added to every score). ``valid``:
-    the columns before the pad of a last tile (None: no pad); the pad scores -inf.
+    filtering and before the offsets ``rows[which] + shift[:, None]`` (`_Factors`), which are
+    added to every score inside the reduction). ``valid``: the columns before the pad of a last
+    tile (None: no pad); the pad scores -inf.
     """
     scores = tf.matmul(q, entities, transpose_b=True)
     read = tf.gather(scores, tf.maximum(target_cols, 0), axis=1, batch_dims=1)
@@ -182,23 +206,30 @@ def _tile_counts(q, entities, filtered, target, best, target_cols, valid=None, o
         )
     if valid is not None:
         scores = tf.where(tf.range(tf.shape(scores)[1])[None, :] < valid, scores, tf.constant(-np.inf, scores.dtype))
-    if offsets is not None:  # float32 totals: -inf stays -inf
-        scores = tf.cast(scores, tf.float32) + offsets
     reduce = _fused_sums if scores.shape[1] is not None and scores.shape[1] >= FUSED_FROM else _sums
-    packed, block_best = reduce(scores, target)
+    packed, block_best = reduce(scores, target, rows, which, shift)
     improved = block_best > best  # strict: on ties the earlier tile (lower id) keeps it
+    rivals = tf.boolean_mask(scores, improved)
+    if rows is not None:  # the improved queries' totals (-inf stays -inf)
+        rivals = _totals(rivals, rows, tf.boolean_mask(which, improved), tf.boolean_mask(shift, improved))
     best_col = tf.scatter_nd(  # (not in the fused reduction: XLA's CPU argmax tripled its time)
         tf.where(improved),
-        tf.argmax(tf.boolean_mask(scores, improved), axis=1, output_type=tf.int32),
+        tf.argmax(rivals, axis=1, output_type=tf.int32),
         tf.shape(improved, out_type=tf.int64),
     )
     return packed % _SECOND, packed // _SECOND, block_best, improved, best_col, tf.cast(read, tf.float32)
 
 
-def _sums(scores, target):
-    """``(#(s > t) + 2¹⁶·#(s ≥ t), max s)`` per query: both counts in one integer reduction
-    (exact for tiles below 2¹⁶ entities), which XLA fuses with the maximum into one pass."""
-    wide = tf.cast(scores, tf.float32)
+def _totals(scores, rows, which, shift):
+    """float32 products plus offsets, one addition: what the target's total was made by."""
+    return tf.cast(scores, tf.float32) + (tf.gather(rows, which) + shift[:, None])
+
+
+def _sums(scores, target, rows=None, which=None, shift=None):
+    """``(#(s > t) + 2¹⁶·#(s ≥ t), max s)`` per query, ``s`` with the offsets when given: both
+    counts in one integer reduction (exact for tiles below 2¹⁶ entities), which XLA fuses with
+    the offsets and the maximum into one pass."""
+    wide = tf.cast(scores, tf.float32) if rows is None else _totals(scores, rows, which, shift)
     above = tf.cast(wide > target[:, None], tf.int32) + _SECOND * tf.cast(wide >= target[:, None], tf.int32)
     return tf.reduce_sum(above, axis=1), tf.reduce_max(wide, axis=1)
 

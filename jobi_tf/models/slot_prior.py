@@ -233,19 +233,17 @@ class SparseSlotPrior:
         every = tf.zeros_like(slots)  # broadcasts the entities to [B, R]
         return self.weight * (self._at(slots, tails + every) + self._at(self._head_slot(slots), heads + every))
 
-    def rows(self, slots: tf.Tensor, lo: int, hi: int) -> tf.Tensor:
-        """float32 ``[B, hi - lo]``: the log counts of entities ``lo..hi-1`` in each of ``slots``
-        (``w`` not applied). Each distinct slot is filled once, from its span of the sorted keys."""
+    def slot_rows(self, distinct: tf.Tensor, lo: int, hi: int) -> tf.Tensor:
+        """float32 ``[U, hi - lo]``: the log counts of entities ``lo..hi-1`` in each of the slots
+        ``distinct`` (int64 ``[U]``; ``w`` not applied), each from its span of the sorted keys."""
         self._check_filled()
         e = tf.constant(self.num_entities, tf.int64)
-        distinct, which = tf.unique(tf.cast(slots, tf.int64))
         starts = tf.searchsorted(self.keys, distinct * e + lo, out_type=tf.int64)
         spans = tf.ragged.range(starts, tf.searchsorted(self.keys, distinct * e + hi, out_type=tf.int64))
         at, row = spans.flat_values, spans.value_rowids()
         cols = tf.gather(self.keys, at) - tf.gather(distinct, row) * e - lo
         shape = tf.stack([tf.size(distinct, out_type=tf.int64), tf.constant(hi - lo, tf.int64)])
-        filled = tf.scatter_nd(tf.stack([row, cols], axis=1), tf.gather(self.values, at), shape)
-        return tf.gather(filled, which)
+        return tf.scatter_nd(tf.stack([row, cols], axis=1), tf.gather(self.values, at), shape)
 
     def _hold(self, keys, values) -> None:
         self.keys = tf.convert_to_tensor(keys, tf.int64)
@@ -273,29 +271,36 @@ class SparseSlotPrior:
 
 class SlotOffsets:
     """A batch's ``[B, E]`` prior offsets, made a block of entities at a time: ``offsets[:, lo:hi]``
-    is a ``[B, hi - lo]`` tensor (ranking's blocks), and the whole is a tensor wherever one is
-    needed (a served query's few rows). Why not a tensor: at 1.85M entities a batch of 1,000
-    queries would hold 7.4 GB."""
+    is a ``[B, hi - lo]`` tensor, and the whole is a tensor wherever one is needed (a served
+    query's few rows). Why not a tensor: at 1.85M entities a batch of 1,000 queries would hold
+    7.4 GB. The offset of query ``b`` at entity ``e`` is ``rows[which[b], e] + shift[b]``
+    (`factors`): ``w`` times the count of ``e`` in the query's slot, plus ``w`` times the given
+    entity's in its own; ranking adds the factors inside its fused reduction."""
 
     def __init__(self, prior: SparseSlotPrior, slots: tf.Tensor, other_side: tf.Tensor) -> None:
-        self.prior, self.slots, self.other_side = prior, slots, other_side
+        self.prior, self.slots = prior, slots
+        self.distinct, which = tf.unique(tf.cast(slots, tf.int64))
+        self.which = tf.cast(which, tf.int32)
+        self.shift = prior.weight * tf.convert_to_tensor(other_side, tf.float32)
 
     @property
     def shape(self) -> tuple[int | None, int]:
         return (self.slots.shape[0], self.prior.num_entities)
 
+    def factors(self, lo: int, hi: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """``(rows [U, hi - lo], which [B], shift [B])`` of entities ``lo..hi-1`` (class docstring)."""
+        return self.prior.weight * self.prior.slot_rows(self.distinct, lo, hi), self.which, self.shift
+
     def __getitem__(self, key) -> tf.Tensor:
         rows, cols = key
         if rows != slice(None) or not isinstance(cols, slice) or cols.step not in (None, 1):
             raise IndexError("SlotOffsets takes [:, lo:hi] only")
-        lo, hi, _ = cols.indices(self.prior.num_entities)
-        counts = self.prior.rows(self.slots, lo, hi) + self.other_side[:, None]
-        return self.prior.weight * counts
+        rows, which, shift = self.factors(*cols.indices(self.prior.num_entities)[:2])
+        return tf.gather(rows, which) + shift[:, None]
 
     def at(self, entities) -> tf.Tensor:
         """``[B]``: each query's offset at one entity, by the expression of ``[:, lo:hi]``."""
-        counts = self.prior._at(self.slots, entities) + self.other_side
-        return self.prior.weight * counts
+        return self.prior.weight * self.prior._at(self.slots, entities) + self.shift
 
     def dense(self) -> tf.Tensor:
         """The whole ``[B, E]``."""

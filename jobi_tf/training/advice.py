@@ -37,9 +37,8 @@ SAMPLED_JOBI = "sampled JoBi"
 ONE_VS_ALL_PRESET = "kbc-fast"
 #: The sampled recipe recommended where 1-vs-all does not fit (docs/replicated-graph.md).
 SAMPLED_PRESET = "large-graph"
-#: From this many sampled steps an epoch (batches of the default 1,000), the command validates a
-#: fixed sample about four times an epoch: at 1.85M entities the best models peaked in their
-#: first epochs, and a whole validation took minutes (docs/performance.md).
+#: From this many sampled steps an epoch (batches of 1,000), validate a fixed sample about four times
+#: an epoch: at 1.85M entities models peaked within epochs 1-2 (docs/performance.md).
 LONG_EPOCH_STEPS = 8000
 
 
