@@ -192,7 +192,10 @@ def unknown_run_folders(page: Path) -> list[str]:
     text = page.read_text(encoding="utf-8")
     written = set()
     for command in TRAIN.findall(text):
-        argv = shlex.split(command.split("#")[0].replace("\\", " "))[2:]
+        try:
+            argv = shlex.split(command.split("#")[0].replace("\\", " "))[2:]
+        except ValueError:  # quoted inside another command (a bench's --command "jobi-tf train ..."): not run
+            continue
         argv = argv[: next((i for i, a in enumerate(argv) if a in ("&&", ";", "|", "&")), len(argv))]
         if "--out" in argv[:-1]:
             written.add(argv[argv.index("--out") + 1])
