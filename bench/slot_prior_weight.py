@@ -31,7 +31,7 @@ from jobi_tf.config.runs import RunFolder  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
 from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample  # noqa: E402
 from jobi_tf.models.slot_prior import SparseSlotPrior  # noqa: E402
-from jobi_tf.training.prior_weight import WEIGHTS  # noqa: E402
+from jobi_tf.training.prior_weight import WEIGHTS, best_weight  # noqa: E402
 
 
 def main() -> None:
@@ -65,7 +65,7 @@ def main() -> None:
         return {**out, "seconds": round(time.perf_counter() - start, 1)}
 
     grid = [ranked(float(w), valid) for w in args.weights.split(",")]
-    best = max(grid, key=lambda v: (v["mrr"], -v["weight"]))
+    chosen = best_weight({v["weight"]: v["mrr"] for v in grid})  # --choose-slot-prior's rule
     record = {
         "bench": "slot_prior_weight",
         "metric": "filtered MRR of a sampled run's best weights with W x log(1 + slot count) added, W chosen on "
@@ -75,9 +75,9 @@ def main() -> None:
         "config": json.loads((args.run / "config.json").read_text(encoding="utf-8")),
         "valid_sample": len(valid),
         "valid_grid": grid,
-        "chosen_weight": best["weight"],
+        "chosen_weight": chosen,
         "test_without_counts": ranked(0.0, index.test),
-        "test_with_counts": ranked(best["weight"], index.test),
+        "test_with_counts": ranked(chosen, index.test),
         "slot_count_entries": int(prior.keys.shape[0]),
     }
     if (args.run / "metrics.json").exists():  # the run's own test, at its command's weight

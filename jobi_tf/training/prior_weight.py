@@ -15,12 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["WEIGHTS", "choose_prior_weight"]
+__all__ = ["WEIGHTS", "best_weight", "choose_prior_weight"]
 
 logger = logging.getLogger(__name__)
 
 #: The weights tried: 0 (the tables alone) to 2 (the counts above the tables).
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)
+
+
+def best_weight(mrr: dict[float, float]) -> float:
+    """The weight of the highest MRR; ties go to the smaller weight (less of the counts)."""
+    return max(mrr, key=lambda w: (mrr[w], -w))
 
 
 def choose_prior_weight(model, evaluator, triples: np.ndarray, counts_path: Path) -> dict:
@@ -34,7 +39,7 @@ def choose_prior_weight(model, evaluator, triples: np.ndarray, counts_path: Path
         prior.weight = weight
         model.prior = prior if weight else None  # 0: the tables alone
         mrr[weight] = evaluator.evaluate(model, "valid", triples=triples)["mrr"]
-    chosen = max(WEIGHTS, key=lambda w: (mrr[w], -w))
+    chosen = best_weight(mrr)
     prior.weight = chosen
     model.prior = prior if chosen else None
     prior.save(counts_path)
