@@ -86,8 +86,9 @@ def provenance(script: str) -> dict:
 
     import tensorflow as tf
 
+    limits = "".join(f"{name}={value} " for name, value in isa_limits().items())
     return {
-        "command": f"python bench/{Path(script).name} " + " ".join(sys.argv[1:]),
+        "command": f"{limits}python bench/{Path(script).name} " + " ".join(sys.argv[1:]),
         "machine": machine(),
         "cpus_allowed": len(os.sched_getaffinity(0)),
         "tf": tf.__version__,
@@ -119,7 +120,20 @@ def machine() -> dict:
     except OSError:
         pass
     wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")
-    return {"cpu": model, "cpus": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
+    found = {"cpu": model, "cpus": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
+    return {**found, "isa_limits": isa_limits()} if isa_limits() else found
+
+
+def isa_limits() -> dict[str, str]:
+    """The variables that cap the instructions XLA and oneDNN emit, where set: an AVX-512 CPU run
+    as an AVX2 one (``XLA_FLAGS=--xla_cpu_max_isa=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``). Why recorded:
+    such a figure is a capped ISA on that CPU's memory and caches, not an AVX2-only machine."""
+    limits = {}
+    if "xla_cpu_max_isa" in os.environ.get("XLA_FLAGS", ""):
+        limits["XLA_FLAGS"] = os.environ["XLA_FLAGS"]
+    if "ONEDNN_MAX_CPU_ISA" in os.environ:
+        limits["ONEDNN_MAX_CPU_ISA"] = os.environ["ONEDNN_MAX_CPU_ISA"]
+    return limits
 
 
 def versions() -> dict:

@@ -16,6 +16,10 @@ is given beside the float32 one. Weights: a run's ``best.weights.npz`` (``--run`
 one, a random table (the ranks then say nothing about a model; the rate is the same).
 ``--slot-prior W`` times every route a second time with the sparse slot counts' offsets added
 (``ROUTE + counts``: what validation of a ``--slot-prior`` run costs).
+An AVX2 core's rates, measured on an AVX-512 one (recorded under ``machine.isa_limits``)::
+
+    XLA_FLAGS=--xla_cpu_max_isa=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 python bench/ranking_speed.py \
+        --data-dir /work/data/replicated/K137 --dim 100 --routes one-pass --training-dtype float32
 
 Run:  python bench/ranking_speed.py --data-dir /work/data/replicated/K137 --dim 100
 """
@@ -51,6 +55,12 @@ def main() -> None:
     parser.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES)
     parser.add_argument("--no-training-rate", action="store_true", help="skip timing the training step")
     parser.add_argument("--slot-prior", type=float, default=0.0, help="W > 0: also time each route with the counts")
+    parser.add_argument(
+        "--training-dtype",
+        default="auto",
+        choices=("auto", "float32", "bfloat16"),
+        help="the training step's products (auto: as jobi-tf advise resolves it; float32 under an AVX2 ISA cap)",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -139,12 +149,13 @@ def main() -> None:
     if not args.no_training_rate:
         from jobi_tf.training.advice import advise
 
-        advice = advise(index, 1.0)
+        advice = advise(index, 1.0, matmul_dtype=args.training_dtype)
         record["training"] = {
             "flops_per_s": advice.effective_rate,
             "seconds_per_step": advice.probe.seconds_per_step,
             "matmul_dtype": advice.matmul_dtype,
-            "what": "jobi-tf advise's kbc-fast step (rank 200, batch 500, --matmul-dtype auto), timed here",
+            "what": f"jobi-tf advise's kbc-fast step (rank 200, batch 500, --matmul-dtype {args.training_dtype}), "
+            "timed here",
         }
         for entry in record["routes"].values():
             entry["share_of_training_rate"] = entry["flops_per_s"] / advice.effective_rate

@@ -264,3 +264,15 @@ def test_popularity_ranks_match_a_brute_force_filtered_ranking():
             mine = scores[triple[answer]]
             assert optimistic[q] == 1 + np.sum(scores > mine)
             assert pessimistic[q] == np.sum(scores >= mine)
+
+
+def test_an_isa_cap_is_recorded_in_the_machine_and_the_command(monkeypatch):
+    # An AVX-512 CPU capped to AVX2 must not pass for an AVX2-only machine in a raw file.
+    from _common import isa_limits, machine
+
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+    assert isa_limits() == {} and "isa_limits" not in machine()
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_max_isa=AVX2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert machine()["isa_limits"] == {"XLA_FLAGS": "--xla_cpu_max_isa=AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
