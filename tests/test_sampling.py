@@ -452,9 +452,17 @@ def test_slot_membership_equals_the_numpy_reference_in_both_forms(small_typed_in
     np.testing.assert_array_equal(got.astype(np.float32), expected)
 
 
-@pytest.mark.parametrize("dense_bytes", [negatives.DENSE_MEMBERSHIP_BYTES, 0])
+@pytest.mark.parametrize(
+    "dense_bytes, slots_per_entity",
+    # The dense table; the hash table, asked of every row's candidates (a group of fewer rows
+    # than an entity has slots), and each candidate's slots marking their rows (more rows).
+    [(negatives.DENSE_MEMBERSHIP_BYTES, None), (0, float("inf")), (0, 0.0)],
+    ids=["dense", "hash", "mark-rows"],
+)
 @pytest.mark.parametrize("side_per_candidate", [False, True])
-def test_shared_candidates_get_the_labels_of_the_per_row_search(small_typed_index, dense_bytes, side_per_candidate):
+def test_shared_candidates_get_the_labels_of_the_per_row_search(
+    small_typed_index, dense_bytes, slots_per_entity, side_per_candidate
+):
     """`contains_shared` answers as the reference does for every row and its group's candidates."""
     index = small_typed_index
     rng = np.random.default_rng(12)
@@ -471,6 +479,8 @@ def test_shared_candidates_get_the_labels_of_the_per_row_search(small_typed_inde
     shared[0, 0], shared[-1, -1] = 0, index.num_entities - 1
     tail = rng.random((rows, k if side_per_candidate else 1)) < 0.5
     slots = negatives.SlotMembership(index, dense_bytes=dense_bytes)
+    if slots_per_entity is not None:
+        slots._slots_per_entity = slots_per_entity  # which of the two searches answers
     got = slots.contains_shared(tf.constant(rel), tf.constant(shared), tf.constant(tail), rows_per_group).numpy()
     repeated = np.repeat(shared, rows_per_group, axis=0)
     expected = pair_labels(index, np.broadcast_to(rel, repeated.shape), repeated, np.broadcast_to(tail, repeated.shape))
@@ -478,11 +488,12 @@ def test_shared_candidates_get_the_labels_of_the_per_row_search(small_typed_inde
     assert got.any() and not got.all()
 
 
+@pytest.mark.parametrize("side", ["per-positive", "per-negative"])
 @pytest.mark.parametrize("biased_chunk", [0, 4])
 def test_the_sampler_gives_the_same_pair_labels_with_the_dense_table_and_the_key_search(
-    small_typed_index, biased_chunk
+    small_typed_index, biased_chunk, side
 ):
-    cfg = SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, biased_chunk=biased_chunk)
+    cfg = SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, biased_chunk=biased_chunk, corrupt_side=side)
     dense = NegativeSampler(small_typed_index, cfg, seed=3)
     searched = NegativeSampler(small_typed_index, cfg, seed=3)
     searched._slots = negatives.SlotMembership(small_typed_index, dense_bytes=0)

@@ -2,7 +2,7 @@
 
 The sampler's pair labels are this question for every candidate of a batch
 (`jobi_tf.sampling.negatives.NegativeSampler`); it lives apart because it is the sampler's one data
-structure sized by the graph (a dense table or sorted keys, see the class).
+structure sized by the graph (a dense table or a hash table, see the class).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from jobi_tf.data.index import KGIndex
 __all__ = ["SlotMembership", "DENSE_MEMBERSHIP_BYTES"]
 
 #: Largest ``2 x relations x entities`` byte table `SlotMembership` keeps for pair labels of
-#: sampled candidates (YAGO3-10: 9 MB); larger graphs search sorted keys instead.
+#: sampled candidates (YAGO3-10: 9 MB); larger graphs look keys up in a hash table instead.
 DENSE_MEMBERSHIP_BYTES = 1 << 26
 
 
@@ -23,10 +23,12 @@ class SlotMembership:
     """In-graph answers to: was entity ``e`` seen in the tail (or head) slot of relation ``r`` in train?
 
     Why two forms: a dense byte per ``(side, relation, entity)`` answers with one gather
-    (FB15k-237: 6.9 MB), while a graph of FB1.9M's size would need 12 GB; there one binary
-    search runs over the sorted keys of both sides at once (tail keys first, head keys offset
-    past them), instead of one search per side. Candidates shared by many rows have a cheaper
-    answer there (`contains_shared`).
+    (FB15k-237: 6.9 MB), while a graph of FB1.9M's size would need 12 GB; there each key
+    ``slot * E + entity`` of train (tail slots first, head slots offset past them) sits in a hash
+    table (13.1M keys at 1.85M entities: built in 3 s, a few hundred MB). A binary search of the
+    sorted keys, the form before it, runs 24 levels deep, most of them cache misses: 1,000
+    questions took 3.4 ms there against 0.06 ms looked up in the hash table (one core). Candidates
+    shared by many rows have a cheaper answer still (`contains_shared`).
     """
 
     def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES) -> None:
@@ -35,9 +37,12 @@ class SlotMembership:
         if 2 * r * e <= dense_bytes:
             self._table, self._keys = tf.constant(index.slot_rows().reshape(-1)), None
         else:
-            self._table, self._keys = None, tf.constant(index.slot_keys, tf.int64)
+            keys = tf.constant(index.slot_keys, tf.int64)
+            initializer = tf.lookup.KeyValueTensorInitializer(keys, tf.ones(tf.shape(keys), tf.int32))
+            self._table, self._keys = None, tf.lookup.StaticHashTable(initializer, default_value=0)
             self._entity_starts, self._entity_slots = self._slots_of_entities(index)
-        # Dense keys fit int32 (below 2**26); sorted keys of a large graph may not.
+            self._slots_per_entity = len(index.slot_keys) / max(e, 1)
+        # Dense keys fit int32 (below 2**26); the keys of a large graph may not.
         self._key_dtype = tf.int32 if self._table is not None else tf.int64
 
     def contains(self, relations: tf.Tensor, entities: tf.Tensor, tail: tf.Tensor) -> tf.Tensor:
@@ -52,9 +57,7 @@ class SlotMembership:
         key = self._slot(relations, tail, dtype) * self._num_entities + tf.cast(entities, dtype)
         if self._table is not None:
             return tf.gather(self._table, key)
-        flat = tf.reshape(key, [-1])
-        pos = tf.minimum(tf.searchsorted(self._keys, flat), tf.cast(tf.size(self._keys) - 1, tf.int32))
-        return tf.reshape(tf.equal(tf.gather(self._keys, pos), flat), tf.shape(key))
+        return self._keys.lookup(key) > 0
 
     def _slot(self, relations: tf.Tensor, tail: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         """Slot ids ``side * R + relation``, tail slots first (the layout of `KGIndex.slot_keys`,
@@ -68,11 +71,11 @@ class SlotMembership:
         """bool ``[B, K]``: for row ``i``, is each of ``shared[i // rows_per_group]`` in its slot.
 
         The same answers as `contains` on the candidates repeated to ``[B, K]``. Why a second
-        path: with sorted keys, each of the ``B x K`` searches runs 25 levels deep, the lower ones
-        cache misses (on an FB1.9M-size graph, most of the sampler's time). The other way round is
-        cheap: the ``G x K`` candidates' own slots (about 11 per entity there) make a sorted
-        set of ``(candidate, slot)`` keys, small enough for the cache, and every row's question
-        becomes a search in that set.
+        path: when a group has more rows than an entity has training slots (about 7 at 1.85M
+        entities), the ``G x K`` candidates' own slots are fewer than the ``B x K`` questions,
+        and each says which rows it answers yes for (`_mark_rows_of_pairs`). The uniform
+        negatives shared by a batch are that case: 100 pair-head rows and 1,000 candidates took
+        0.7 ms so, 6.4 ms as a search in the candidates' sorted slots (the form before).
 
         Args:
             relations: int32 ``[B, 1]``, each row's relation.
@@ -80,23 +83,30 @@ class SlotMembership:
             tail: bool, ``[B, 1]`` or ``[B, K]``: which slot each row's candidates go in.
             rows_per_group: rows per group (``B = G * rows_per_group``).
         """
-        if self._table is not None:
+        if self._table is not None or rows_per_group <= self._slots_per_entity:
             return self.contains(relations, tf.repeat(shared, rows_per_group, axis=0), tail)
-        starts, slots = self._entity_starts, self._entity_slots
-        per_group = tf.shape(shared)[1]
+        return self._mark_rows_of_pairs(relations, shared, tail, rows_per_group)
+
+    def _mark_rows_of_pairs(self, relations, shared, tail, rows_per_group) -> tf.Tensor:
+        """Each ``(candidate, training slot)`` pair of ``shared`` looked up once among the ``B``
+        rows (a search in their ``B`` sorted ``(group, relation)`` codes, in the cache) and
+        marked in a ``[B, 2, K]`` table that each row reads with one gather."""
         flat = tf.reshape(shared, [-1])
-        at = tf.ragged.range(tf.gather(starts, flat), tf.gather(starts, flat + 1))
-        # Keys ``candidate * S + slot`` come out sorted: candidates in order, each one's slots
-        # ascending (`_slots_of_entities`). A sentinel past the end keeps the gather in range.
-        n_slots = tf.constant(2 * self._num_relations, tf.int64)
-        keys = at.value_rowids() * n_slots + tf.cast(tf.gather(slots, at.flat_values), tf.int64)
-        keys = tf.concat([keys, [tf.int64.max]], 0)
-        slot = self._slot(relations, tail, tf.int64)
-        rows = tf.shape(slot)[0]
-        column = (tf.range(rows) // rows_per_group)[:, None] * per_group + tf.range(per_group)[None, :]
-        query = tf.reshape(tf.cast(column, tf.int64) * n_slots + slot, [-1])
-        found = tf.equal(tf.gather(keys, tf.searchsorted(keys, query)), query)
-        return tf.reshape(found, tf.shape(column))
+        at = tf.ragged.range(tf.gather(self._entity_starts, flat), tf.gather(self._entity_starts, flat + 1))
+        owner = at.value_rowids()  # each pair's candidate, ``g * K + k``
+        pair_slot = tf.cast(tf.gather(self._entity_slots, at.flat_values), tf.int64)  # ``side * R + relation``
+        r = tf.constant(self._num_relations, tf.int64)
+        per_group = tf.shape(shared, out_type=tf.int64)[1]
+        rows = tf.shape(relations, out_type=tf.int64)[0]
+        row_code = (tf.range(rows) // rows_per_group) * r + tf.cast(relations[:, 0], tf.int64)
+        codes = tf.sort(row_code)  # equal codes share the first position of the sort
+        pair_code = (owner // per_group) * r + pair_slot % r
+        position = tf.minimum(tf.searchsorted(codes, pair_code, out_type=tf.int64), rows - 1)
+        hit = tf.gather(codes, position) == pair_code
+        marks = tf.boolean_mask(tf.stack([position, pair_slot // r, owner % per_group], axis=1), hit)
+        table = tf.scatter_nd(marks, tf.ones(tf.shape(marks)[:1], tf.int32), tf.stack([rows, 2, per_group])) > 0
+        mine = tf.gather(table, tf.searchsorted(codes, row_code, out_type=tf.int64))  # [B, 2, K]
+        return tf.where(tail, mine[:, 0], mine[:, 1])  # tail slots first, then head slots
 
     @staticmethod
     def _slots_of_entities(index: KGIndex) -> tuple[tf.Tensor, tf.Tensor]:
