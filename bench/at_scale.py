@@ -24,6 +24,22 @@ def _read(path: str) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8").strip().splitlines()[-1])
 
 
+def _capped(ranking: dict) -> dict:
+    """The rates of a ranking run on this CPU capped to AVX2 (`_common.isa_limits`): the float32
+    route (what ``--valid-dtype auto`` runs without bfloat16 dot products) against float32 training."""
+    if "isa_limits" not in ranking["machine"]:
+        sys.exit("--avx2-ranking: that raw file records no ISA cap (machine.isa_limits)")
+    route = ranking["routes"]["one-pass"]
+    return {
+        "validation_seconds": route["seconds"],
+        "ranking_flops_per_s": route["flops_per_s"],
+        "training_flops_per_s": ranking["training"]["flops_per_s"],
+        "ranking_share_of_training_rate": round(route["flops_per_s"] / ranking["training"]["flops_per_s"], 3),
+        "isa_limits": ranking["machine"]["isa_limits"],
+        "what": "an AVX-512 core capped to AVX2 instructions (XLA and oneDNN), not an AVX2-only machine",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", required=True, help="bench/epoch_seconds.py's raw file")
@@ -32,6 +48,9 @@ def main() -> None:
     parser.add_argument("--serving", required=True, help="bench/serving_scale.py's raw file (an export with --cells)")
     parser.add_argument("--exact-serving", help="bench/serving_scale.py's raw file of an export without --cells")
     parser.add_argument("--approximate-probe", type=int, required=True, help="the probe quoted")
+    parser.add_argument(
+        "--avx2-ranking", help="bench/ranking_speed.py's raw file run with the ISA capped to AVX2 (float32 route)"
+    )
     args = parser.parse_args()
     epochs, ranking, serving = _read(args.epochs), _read(args.ranking), _read(args.serving)
     exact = _read(args.exact_serving) if args.exact_serving else serving
@@ -58,6 +77,7 @@ def main() -> None:
             "load_seconds": exact["load_seconds"],
         },
         "cpu": ranking["machine"],
+        **({"avx2_capped": _capped(_read(args.avx2_ranking))} if args.avx2_ranking else {}),
         "sources": {
             name: {"file": path, "command": _read(path)["command"]}
             for name, path in (
@@ -65,6 +85,7 @@ def main() -> None:
                 ("ranking", args.ranking),
                 ("serving", args.serving),
                 ("exact_serving", args.exact_serving),
+                ("avx2_ranking", args.avx2_ranking),
             )
             if path
         },
