@@ -11,6 +11,7 @@ from references import pair_labels
 
 from jobi_tf.config import SamplerConfig
 from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.runtime.types import RELATION, TAIL
 from jobi_tf.sampling import negatives
 from jobi_tf.sampling.pipelines import NegativeSampler, make_train_dataset, steps_per_epoch
 
@@ -450,6 +451,27 @@ def test_slot_membership_equals_the_numpy_reference_in_both_forms(small_typed_in
     got = slots.contains(tf.constant(rel[:, :1]), tf.constant(ent), tf.constant(tail[:, :1])).numpy()
     expected = pair_labels(index, np.broadcast_to(rel[:, :1], ent.shape), ent, np.broadcast_to(tail[:, :1], ent.shape))
     np.testing.assert_array_equal(got.astype(np.float32), expected)
+
+
+def test_a_membership_built_inside_a_traced_function_searches_the_sorted_keys(small_typed_index):
+    # A parameter-server step builds its sampler while traced: no hash table, the same answers.
+    index = small_typed_index
+    rng = np.random.default_rng(5)
+    rel = rng.integers(index.num_relations, size=(20, 6)).astype(np.int32)
+    ent = rng.integers(index.num_entities, size=(20, 6)).astype(np.int32)
+    ent[:, 0] = index.train[:20, TAIL]
+    rel[:, 0] = index.train[:20, RELATION]
+    tail = np.ones((20, 6), bool)
+
+    @tf.function
+    def traced(r, e, t):
+        slots = negatives.SlotMembership(index, dense_bytes=0)
+        assert slots._hash is None
+        return slots.contains(r, e, t)
+
+    got = traced(tf.constant(rel), tf.constant(ent), tf.constant(tail)).numpy()
+    np.testing.assert_array_equal(got.astype(np.float32), pair_labels(index, rel, ent, tail))
+    assert got[:, 0].all() and not got.all()
 
 
 @pytest.mark.parametrize(

@@ -31,9 +31,11 @@ class SlotMembership:
     (FB15k-237: 6.9 MB), while a graph of FB1.9M's size would need 12 GB; there each key
     ``slot * E + entity`` of train (tail slots first, head slots offset past them) sits in a hash
     table (13.1M keys at 1.85M entities: built in 3 s, a few hundred MB). A binary search of the
-    sorted keys, the form before it, runs 24 levels deep, most of them cache misses: 1,000
-    questions took 3.4 ms there against 0.06 ms looked up in the hash table (one core). Candidates
-    shared by many rows have a cheaper answer still (`contains_shared`).
+    sorted keys runs 24 levels deep, most of them cache misses: 1,000 questions took 3.4 ms there
+    against 0.06 ms looked up in the hash table (one core). The search stays for a sampler built
+    while a function is traced (a parameter-server step, whose constants travel to the workers;
+    a table would stay on the chief). Candidates shared by many rows have a cheaper answer
+    still (`contains_shared`).
     """
 
     def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES) -> None:
@@ -42,9 +44,11 @@ class SlotMembership:
         if 2 * r * e <= dense_bytes:
             self._table, self._keys = tf.constant(index.slot_rows().reshape(-1)), None
         else:
-            keys = tf.constant(index.slot_keys, tf.int64)
-            initializer = tf.lookup.KeyValueTensorInitializer(keys, tf.ones(tf.shape(keys), tf.int32))
-            self._table, self._keys = None, tf.lookup.StaticHashTable(initializer, default_value=0)
+            self._table, self._keys = None, tf.constant(index.slot_keys, tf.int64)
+            self._hash = None
+            if tf.executing_eagerly():  # a sampler traced inside a step (parameter servers) searches the keys
+                initializer = tf.lookup.KeyValueTensorInitializer(self._keys, tf.ones(tf.shape(self._keys), tf.int32))
+                self._hash = tf.lookup.StaticHashTable(initializer, default_value=0)
             self._entity_starts, self._entity_slots = self._slots_of_entities(index)
             self._slots_per_entity = len(index.slot_keys) / max(e, 1)
         # Dense keys fit int32 (below 2**26); the keys of a large graph may not.
@@ -62,7 +66,11 @@ class SlotMembership:
         key = self._slot(relations, tail, dtype) * self._num_entities + tf.cast(entities, dtype)
         if self._table is not None:
             return tf.gather(self._table, key)
-        return self._keys.lookup(key) > 0
+        if self._hash is not None:
+            return self._hash.lookup(key) > 0
+        flat = tf.reshape(key, [-1])
+        pos = tf.minimum(tf.searchsorted(self._keys, flat), tf.cast(tf.size(self._keys) - 1, tf.int32))
+        return tf.reshape(tf.equal(tf.gather(self._keys, pos), flat), tf.shape(key))
 
     def _slot(self, relations: tf.Tensor, tail: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         """Slot ids ``side * R + relation``, tail slots first (the layout of `KGIndex.slot_keys`,
