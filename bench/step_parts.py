@@ -34,6 +34,7 @@ from _common import compiled_train_step, emit, peak_rss_gib, provenance, step_pa
 
 import keras  # noqa: E402
 
+import jobi_tf  # noqa: E402
 from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
@@ -54,6 +55,8 @@ def time_parts(index, variant: str, args) -> dict:
     start = time.perf_counter()
     batches = [next(stream) for _ in range(args.steps)]
     pipeline = (time.perf_counter() - start) / args.steps
+    if args.pipeline_only:
+        return {"pipeline_ms": round(pipeline * 1e3, 2)}
     keras.utils.set_random_seed(0)
     model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=pair_every)
     model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
@@ -79,6 +82,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.001)
     parser.add_argument("--biased-chunk", type=int, default=0, help="JoBi's --biased-chunk (0: 10)")
     parser.add_argument("--pair-every", type=int, default=1, help="JoBi's --pair-every (the recommended flags: 10)")
+    parser.add_argument("--pipeline-only", action="store_true", help="time the input pipeline alone (no model)")
+    parser.add_argument("--label", help="what this run measures (kept in the raw file), e.g. which library it imported")
     args = parser.parse_args()
     graphs = {}
     for folder in args.data_dir:
@@ -87,6 +92,7 @@ def main() -> None:
         ratio = {
             key: round(parts["jobi"][key] / parts["baseline"][key], 3)
             for key in ("pipeline_ms", "compiled_ms", "sum_ms")
+            if key in parts["jobi"]
         }
         graphs[folder] = {
             "entities": index.num_entities,
@@ -114,6 +120,8 @@ def main() -> None:
                 "steps": args.steps,
                 "passes": args.passes,
             },
+            "label": args.label,
+            "jobi_tf_imported_from": str(Path(jobi_tf.__file__).parent),
             "peak_rss_gib": round(peak_rss_gib(), 2),
             **provenance(__file__),
             "versions": versions(),
