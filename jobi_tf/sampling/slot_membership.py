@@ -41,11 +41,11 @@ class SlotMembership:
     def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES) -> None:
         e, r = index.num_entities, index.num_relations
         self._num_entities, self._num_relations = e, r
+        self._hash = None
         if 2 * r * e <= dense_bytes:
             self._table, self._keys = tf.constant(index.slot_rows().reshape(-1)), None
         else:
             self._table, self._keys = None, tf.constant(index.slot_keys, tf.int64)
-            self._hash = None
             if tf.executing_eagerly():  # a sampler traced inside a step (parameter servers) searches the keys
                 initializer = tf.lookup.KeyValueTensorInitializer(self._keys, tf.ones(tf.shape(self._keys), tf.int32))
                 self._hash = tf.lookup.StaticHashTable(initializer, default_value=0)
