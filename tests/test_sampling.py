@@ -467,11 +467,16 @@ def test_a_membership_built_inside_a_traced_function_searches_the_sorted_keys(sm
     def traced(r, e, t):
         slots = negatives.SlotMembership(index, dense_bytes=0)
         assert slots._hash is None
-        return slots.contains(r, e, t)
+        # Shared candidates (two groups of ten rows) are answered from the candidates' slots.
+        return slots.contains(r, e, t), slots.contains_shared(r[:, :1], e[::10], t[:, :1], 10)
 
-    got = traced(tf.constant(rel), tf.constant(ent), tf.constant(tail)).numpy()
+    got, shared = (x.numpy() for x in traced(tf.constant(rel), tf.constant(ent), tf.constant(tail)))
     np.testing.assert_array_equal(got.astype(np.float32), pair_labels(index, rel, ent, tail))
     assert got[:, 0].all() and not got.all()
+    repeated = np.repeat(ent[::10], 10, axis=0)
+    expected = pair_labels(index, np.broadcast_to(rel[:, :1], repeated.shape), repeated, tail)
+    np.testing.assert_array_equal(shared.astype(np.float32), expected)
+    assert shared.any()
 
 
 @pytest.mark.parametrize(

@@ -30,12 +30,13 @@ class SlotMembership:
     Why two forms: a dense byte per ``(side, relation, entity)`` answers with one gather
     (FB15k-237: 6.9 MB), while a graph of FB1.9M's size would need 12 GB; there each key
     ``slot * E + entity`` of train (tail slots first, head slots offset past them) sits in a hash
-    table (13.1M keys at 1.85M entities: built in 3 s, a few hundred MB). A binary search of the
-    sorted keys runs 24 levels deep, most of them cache misses: 1,000 questions took 3.4 ms there
-    against 0.06 ms looked up in the hash table (one core). The search stays for a sampler built
-    while a function is traced (a parameter-server step, whose constants travel to the workers;
-    a table would stay on the chief). Candidates shared by many rows have a cheaper answer
-    still (`contains_shared`).
+    table (13.1M keys at 1.85M entities: this structure took 1.4 s and 0.6 GiB to build). A binary
+    search of the sorted keys runs 24 levels deep, most of them cache misses: a batch's 3,000
+    biased candidates took 2.4 ms so against 0.05 ms in the hash table (one core,
+    docs/results/scale/slot-membership-K137.json). A sampler built while a function is traced (a
+    parameter-server step, whose constants travel to the workers; a table would stay on the
+    chief) has no table: it answers shared candidates from their slots (`contains_shared`) and
+    the rest by the search.
     """
 
     def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES) -> None:
@@ -87,11 +88,12 @@ class SlotMembership:
         path: when a group has many more rows than an entity has training slots (about 7 at
         1.85M entities), the ``G x K`` candidates' own slots are far fewer than the ``B x K``
         questions, and each says which rows it answers yes for (`_mark_rows_of_pairs`). A pair
-        costs several hash lookups' time, so the rows must outnumber the slots
-        `MARK_ROWS_FACTOR` times. Measured at 1.85M entities, one core, ms a batch (hash /
-        pairs): the 1,000 uniform negatives shared by 100 pair-head rows 2.8 / 0.4, by 1,000
-        rows 14.1 / 1.6; 30 biased ones shared by runs of 10 rows (candidates with more slots
-        than most) 1.0 / 6.2.
+        costs several hash lookups' time, so with a hash table the rows must outnumber the
+        slots `MARK_ROWS_FACTOR` times; without one (a traced build) the pairs always beat the
+        binary search. At 1.85M entities, one core, ms a batch net of its own draw (hash /
+        search / pairs; docs/results/scale/slot-membership-K137.json): biased candidates in
+        runs of 10 rows 0.27 / 6.6 / 2.2, the 70 uniform ones shared by 1,000 rows 0.24 / 10.1 /
+        under 0.1.
 
         Args:
             relations: int32 ``[B, 1]``, each row's relation.
@@ -99,7 +101,9 @@ class SlotMembership:
             tail: bool, ``[B, 1]`` or ``[B, K]``: which slot each row's candidates go in.
             rows_per_group: rows per group (``B = G * rows_per_group``).
         """
-        if self._table is not None or rows_per_group <= MARK_ROWS_FACTOR * self._slots_per_entity:
+        if self._table is not None or (
+            self._hash is not None and rows_per_group <= MARK_ROWS_FACTOR * self._slots_per_entity
+        ):
             return self.contains(relations, tf.repeat(shared, rows_per_group, axis=0), tail)
         return self._mark_rows_of_pairs(relations, shared, tail, rows_per_group)
 
