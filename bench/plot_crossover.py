@@ -14,11 +14,15 @@ Steps:
    A budget a run has not reached yet is left out, and so is a point the harness could not
    take at its budget (``exact: false``: it holds a later epoch's model); both are said in
    the JSON line. A point evaluated separately can be given as a record of the same shape.
+   ``--series LABEL FILE...`` plots records under a label of their own (a recipe beside the
+   default one); there a `bench/probe_summary.py` record of a run its own rule stopped gives a
+   point at every budget its training seconds fit in (the finished run's best model).
 3. Print one JSON line with every plotted value (and what was missing).
 
 Run:  python bench/plot_crossover.py docs/results/replicated/aph-*.json \\
           --floors docs/results/replicated/floor-K*.json --budgets 45 120 \\
-          --out docs/results/replicated/crossover.png [--part "copied answers"]
+          --out docs/results/replicated/crossover.png [--part "copied answers"] \\
+          [--series "LABEL" RECORD...]
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 
 PARTS = ("whole", "hub answers", "copied answers")
 SYSTEM_ORDER = ("one-vs-all", "jobi", "baseline", "pbg")
-LABELS = {"one-vs-all": "1-vs-all (kbc-fast)", "jobi": "sampled JoBi", "baseline": "sampled baseline",
+LABELS = {"one-vs-all": "1-vs-all (kbc-fast)", "jobi": "sampled JoBi (defaults)", "baseline": "sampled baseline (defaults)",
           "pbg": "PyTorch-BigGraph"}  # fmt: skip
 
 
@@ -64,20 +68,38 @@ def floors_by_data(paths: list[Path], part: str, metric: str) -> dict[str, tuple
     return out
 
 
-def points_at(records: list[tuple[Path, dict]], floors: dict, budgets, part: str, metric: str):
-    """{budget: {system: {entities: [values over seeds]}}}, and what had no point."""
+def data_folder(record: dict) -> str:
+    """The graph's folder: an accuracy_per_hour record's identity (older ones: its settings), a
+    probe_summary record's config."""
+    if "identity" in record:
+        return record["identity"]["data_dir"]
+    return (record.get("settings") or record["config"])["data"]["data_dir"]
+
+
+def budget_points(record: dict, budgets) -> dict:
+    """{budget: point}: an accuracy_per_hour record's points; a probe_summary record's test at
+    every budget its whole training fits in (the run stopped by its own rule)."""
+    if "points" in record:
+        return {p["budget_min"]: p for p in record["points"]}
+    fits = [b for b in budgets if record["train_seconds"] <= 60 * b]
+    return {b: {"test": record["test"], "exact": True, "epochs": record["best_epoch"]} for b in fits}
+
+
+def points_at(records: list[tuple[Path, dict, str]], floors: dict, budgets, part: str, metric: str):
+    """{budget: {system: {entities: [values over seeds]}}}, and what had no point.
+    ``records``: (path, record, the system or series it is plotted as)."""
     values: dict = {b: defaultdict(lambda: defaultdict(list)) for b in budgets}
     missing = []
-    for path, record in records:
-        data = record["identity"]["data_dir"]
+    for path, record, system in records:
+        data = data_folder(record)
         if data not in floors:
             raise SystemExit(f"{path}: no --floors record for its data folder {data}")
         entities = floors[data][0]
-        by_budget = {p["budget_min"]: p for p in record["points"]}
+        by_budget = budget_points(record, budgets)
         for budget in budgets:
             point = by_budget.get(budget)
             if point is not None and point.get("exact", True):
-                values[budget][record["system"]][entities].append(metric_of(point["test"], part, metric))
+                values[budget][system][entities].append(metric_of(point["test"], part, metric))
             elif point is not None:  # the model of a later epoch (the budget's own was not tested)
                 missing.append(f"{path.name}: {budget:g} min (not exact: the point holds epoch {point['epochs']})")
             else:
@@ -115,7 +137,15 @@ def draw(values: dict, floors: dict, budgets, part: str, metric: str, out: Path,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("records", type=Path, nargs="+", help="accuracy_per_hour.py JSON records")
+    parser.add_argument("records", type=Path, nargs="*", help="accuracy_per_hour.py JSON records")
+    parser.add_argument(
+        "--series",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar=("LABEL", "RECORD"),
+        help="records plotted as LABEL (accuracy_per_hour or probe_summary); repeatable",
+    )
     parser.add_argument("--floors", type=Path, nargs="+", required=True, help="popularity_ranking.py records")
     parser.add_argument("--budgets", type=float, nargs="+", default=[45.0, 120.0], help="minutes, one panel each")
     parser.add_argument("--metric", default="mrr", choices=("mrr", "hits@1", "hits@3", "hits@10"))
@@ -124,7 +154,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="PNG file to write")
     args = parser.parse_args()
     floors = floors_by_data(args.floors, args.part, args.metric)
-    records = [(path, read(path)) for path in args.records]
+    records = [(path, record, record["system"]) for path, record in ((p, read(p)) for p in args.records)]
+    for name, *paths in args.series:
+        if not paths:
+            parser.error(f"--series {name!r}: give one or more records after the label")
+        records += [(Path(p), read(Path(p)), name) for p in paths]
     values, missing = points_at(records, floors, args.budgets, args.part, args.metric)
     draw(values, floors, args.budgets, args.part, args.metric, args.out, args.title)
     plotted = {
