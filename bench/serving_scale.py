@@ -84,6 +84,7 @@ def main() -> None:
                 lambda i, p=p: ask(approximate, i, 1, **p),
                 args.queries,
                 lambda i, p=p: ask(approximate, i * args.batch, args.batch, **p),
+                first_pass=True,
             )
             recall = [len(set(a) & set(e)) / len(e) for a, e in zip(found, answers, strict=True) if len(e)]
             record["approximate"][str(probe)] = {**timing, "recall_at_10": round(float(np.mean(recall)), 4)}
@@ -138,11 +139,17 @@ def _matmat_ms(table: np.ndarray, batch: int) -> float:
     return round(statistics.median(times), 1)
 
 
-def _timed(one, count: int, batch) -> tuple[dict, list[list[bytes]]]:
+def _timed(one, count: int, batch, first_pass: bool = False) -> tuple[dict, list[list[bytes]]]:
     """p50/p99 ms of ``one(i)`` for the first ``count`` queries (after 3 warm-up calls), ms of
-    one batched request (median of 3), and each single query's answers."""
-    for i in range(3):
+    one batched request (median of 3), and each single query's answers. ``first_pass``: the
+    queries are first asked once each, timed apart (``first_pass_*``): the approximate
+    signatures compile one XLA program per size class of candidates, on its first query."""
+    first = []
+    for i in range(count if first_pass else 3):
+        started = time.perf_counter()
         one(i)
+        first.append(1000 * (time.perf_counter() - started))
+    for _ in range(3):
         batch(0)
     times, answers = [], []
     for i in range(count):
@@ -155,7 +162,10 @@ def _timed(one, count: int, batch) -> tuple[dict, list[list[bytes]]]:
         started = time.perf_counter()
         batch(0)
         batch_ms.append(1000 * (time.perf_counter() - started))
-    return {**_percentiles(times), "batch_ms": round(statistics.median(batch_ms), 1)}, answers
+    timing = {**_percentiles(times), "batch_ms": round(statistics.median(batch_ms), 1)}
+    if first_pass:
+        timing |= {f"first_pass_{name}": value for name, value in _percentiles(first).items()}
+    return timing, answers
 
 
 def _percentiles(times: list[float]) -> dict:

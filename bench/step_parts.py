@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import compiled_train_step, emit, peak_rss_gib, provenance, step_passes, versions  # noqa: E402, I001
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
 import jobi_tf  # noqa: E402
 from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
@@ -47,6 +48,7 @@ VARIANTS = {"baseline": dict(p=0.0, biased_chunk=0), "jobi": dict(p=0.3, biased_
 def time_parts(index, variant: str, args) -> dict:
     joint = variant == "jobi"
     settings = {**VARIANTS[variant], **({"biased_chunk": args.biased_chunk} if joint and args.biased_chunk else {})}
+    settings |= {"biased_draw": args.biased_draw} if joint else {}
     cfg = SamplerConfig(batch_size=1000, neg=100, shared_negatives=1000, corrupt_side="per-positive", **settings)
     pair_every = args.pair_every if joint else 1
     stream = iter(make_train_dataset(index, cfg, seed=0, pair_labels=joint, pair_every=pair_every))
@@ -55,8 +57,9 @@ def time_parts(index, variant: str, args) -> dict:
     start = time.perf_counter()
     batches = [next(stream) for _ in range(args.steps)]
     pipeline = (time.perf_counter() - start) / args.steps
+    rows = {"distinct_entity_rows": round(statistics.mean(distinct_rows(b) for b in batches), 1)}
     if args.pipeline_only:
-        return {"pipeline_ms": round(pipeline * 1e3, 2)}
+        return {"pipeline_ms": round(pipeline * 1e3, 2), **rows}
     keras.utils.set_random_seed(0)
     model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=pair_every)
     model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
@@ -69,7 +72,19 @@ def time_parts(index, variant: str, args) -> dict:
         "compiled_ms": round(compiled * 1e3, 2),
         "compiled_passes_ms": [round(p * 1e3, 2) for p in passes],
         "sum_ms": round((pipeline + compiled) * 1e3, 2),
+        **rows,
     }
+
+
+def distinct_rows(batch: dict) -> int:
+    """The entity rows a step reads and updates: the positives' heads and tails and every candidate."""
+    ids = [np.asarray(batch["triples"])[:, [0, 2]].ravel()]
+    ids += [
+        np.asarray(batch[key]).ravel()
+        for key in ("candidates", "shared_candidates", "chunk_candidates")
+        if key in batch
+    ]
+    return len(np.unique(np.concatenate(ids)))
 
 
 def main() -> None:
@@ -82,6 +97,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.001)
     parser.add_argument("--biased-chunk", type=int, default=0, help="JoBi's --biased-chunk (0: 10)")
     parser.add_argument("--pair-every", type=int, default=1, help="JoBi's --pair-every (the recommended flags: 10)")
+    parser.add_argument("--biased-draw", default="distinct", help="JoBi's --biased-draw (distinct: the paper's)")
     parser.add_argument("--pipeline-only", action="store_true", help="time the input pipeline alone (no model)")
     parser.add_argument("--label", help="what this run measures (kept in the raw file), e.g. which library it imported")
     args = parser.parse_args()
@@ -117,6 +133,7 @@ def main() -> None:
                 "variants": VARIANTS,
                 "jobi_biased_chunk": args.biased_chunk or VARIANTS["jobi"]["biased_chunk"],
                 "jobi_pair_every": args.pair_every,
+                "jobi_biased_draw": args.biased_draw,
                 "steps": args.steps,
                 "passes": args.passes,
             },

@@ -58,26 +58,90 @@ def test_probing_every_cell_gives_the_exact_answers(random_export, tmp_path, mod
         np.testing.assert_allclose(approximate["scores"], exact["scores"], rtol=1e-5, atol=1e-5)
 
 
+def _export_ids(export_path) -> dict[str, int]:
+    """The export's own entity ids by name (its entities.txt: line number = id)."""
+    lines = (export_path / "assets" / "entities.txt").read_text(encoding="utf-8").splitlines()
+    return {name: i for i, name in enumerate(lines)}
+
+
 def test_one_cell_gives_the_exact_top_k_among_that_cells_rows(random_export, tmp_path):
     source, loaded = _cells_export(random_export, tmp_path, "complex", filter_known=True)
-    members, offsets = loaded.cells.members.numpy(), loaded.cells.offsets.numpy()
-    cell_of = np.empty(len(members), np.int64)
-    for c in range(CELLS):
-        cell_of[members[offsets[c] : offsets[c + 1]]] = c
+    offsets = loaded.cells.offsets.numpy()
+    export_id = _export_ids(tmp_path / "1")
+    cell_of = {name: int(np.searchsorted(offsets, i, side="right")) - 1 for name, i in export_id.items()}
     h, r = source.train[0, 0], source.train[0, 1]
     names = {"head": source.entities.decode([h]), "relation": source.relations.decode([r])}
     out = _ask(loaded, "predict_tail_approximate", 30, probe=1, **names)
     answers = [a.decode() for a in out["tails"][0] if a]
-    ids = source.entities.encode(answers)
-    assert len(set(cell_of[ids])) == 1  # one cell's rows only
-    exact = _ask(loaded, "predict_tail", len(members), **names)  # every entity, filtered, best first
-    in_cell = [
-        a.decode()
-        for a in exact["tails"][0]
-        if a and cell_of[source.entities.encode([a.decode()])[0]] == cell_of[ids[0]]
+    assert len({cell_of[a] for a in answers}) == 1  # one cell's rows only
+    exact = _ask(loaded, "predict_tail", len(export_id), **names)  # every entity, filtered, best first
+    in_cell = [a.decode() for a in exact["tails"][0] if a and cell_of[a.decode()] == cell_of[answers[0]]]
+    known = set(source.entities.decode(source.train[(source.train[:, 0] == h) & (source.train[:, 1] == r), 2]))
+    assert answers == [a for a in in_cell if a not in known]
+
+
+def test_the_export_numbers_entities_cell_by_cell_and_keeps_each_names_row(random_export, tmp_path):
+    source, loaded = _cells_export(random_export, tmp_path, "complex", filter_known=True)
+    export_id = _export_ids(tmp_path / "1")
+    offsets = loaded.cells.offsets.numpy()
+    rows = loaded.entities.values.numpy()
+    run_rows = source.model.entity_embeddings.numpy()
+    names = source.entities.decode(np.arange(len(source.entities)))
+    assert sorted(export_id) == sorted(names) and offsets[0] == 0 and offsets[-1] == len(names)
+    for run_id, name in enumerate(names):
+        np.testing.assert_array_equal(rows[export_id[name]], run_rows[run_id])  # the same row under the same name
+    centroids = loaded.cells.centroids.numpy()
+    cell = np.searchsorted(offsets, np.arange(len(names)), side="right") - 1  # the runs of ids the index reads
+    nearest = ((rows[:, None, :] - centroids[None]) ** 2).sum(-1).argmin(1)
+    np.testing.assert_array_equal(cell, nearest)
+
+
+def test_numbering_cell_by_cell_leaves_every_exact_answer_unchanged(random_export, tmp_path):
+    """The renumbered export against one without cells, by names: the known facts, the slots and
+    the rows must follow the entities to their new ids, or some answer moves."""
+    source = random_export("complex", filter_known=True)
+    loaded = {}
+    for cells in (0, CELLS):
+        cfg = ExportConfig(filter_known=True, typed=True, pair_head=True, cells=cells)
+        out = tmp_path / f"cells-{cells}"
+        result = export_saved_model(
+            source.model, source.entities, source.relations, out, cfg, train_triples=source.train
+        )
+        loaded[cells] = tf.saved_model.load(str(result.path))
+    h, r, t = (source.train[:8, i] for i in range(3))
+    heads, tails = source.entities.decode(h), source.entities.decode(t)
+    relations = source.relations.decode(r)
+    asked = [
+        ("score", None, {"head": heads, "relation": relations, "tail": tails}),
+        ("predict_relation", 4, {"head": heads, "tail": tails}),
     ]
-    known = source.train[(source.train[:, 0] == h) & (source.train[:, 1] == r), 2]
-    assert answers == [a for a in in_cell if source.entities.encode([a])[0] not in known]
+    for side, names in (
+        ("tail", {"head": heads, "relation": relations}),
+        ("head", {"relation": relations, "tail": tails}),
+    ):
+        asked += [(f"predict_{side}{kind}", 12, names) for kind in ("", "_typed", "_soft_typed")]
+    for signature, k, names in asked:
+        extra = {} if k is None else {"k": tf.constant(k, tf.int32)}
+        if signature.endswith("soft_typed"):
+            extra["min_pair_probability"] = tf.constant(0.3)
+        plain, numbered = (
+            {key: v.numpy() for key, v in loaded[c].signatures[signature](**names, **extra).items()} for c in (0, CELLS)
+        )
+        assert plain.keys() == numbered.keys()
+        for key in plain:
+            if plain[key].dtype.kind == "f":
+                np.testing.assert_allclose(numbered[key], plain[key], rtol=1e-5, atol=1e-6, err_msg=signature)
+            else:
+                np.testing.assert_array_equal(numbered[key], plain[key], err_msg=f"{signature}: {key}")
+
+
+def test_candidates_are_padded_to_few_sizes_never_fewer_than_asked():
+    from jobi_tf.export.approximate import padded_size
+
+    sizes = {n: int(padded_size(tf.constant(n))) for n in [0, 1, 1024, 1025, 5000, 80_000, 80_001, 2_000_000]}
+    assert all(size >= max(n, 1024) for n, size in sizes.items())
+    assert all(size <= 1.19 * max(n, 1024) + 1 for n, size in sizes.items())
+    assert len({int(padded_size(tf.constant(n))) for n in range(1024, 8193, 7)}) <= 13  # 3 doublings: 4 sizes each
 
 
 def test_unknown_names_are_not_found(random_export, tmp_path):

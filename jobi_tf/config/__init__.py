@@ -183,7 +183,8 @@ class ExportConfig:
             entities the pair head places in the slot (``min_pair_probability`` input).
         cells: add ``predict_tail_approximate``/``predict_head_approximate``, served from this
             many k-means cells of the entity rows (`jobi_tf.export.cells`); ``"auto"`` takes
-            about 4·sqrt(entities); 0 leaves them out.
+            about 4·sqrt(entities); 0 leaves them out. The export then numbers its entities
+            cell by cell (`jobi_tf.export.cells.cell_order`).
     """
 
     version: int | None = None

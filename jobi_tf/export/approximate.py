@@ -6,6 +6,11 @@ Why a subclass: the exact signatures stay as they are; an export made with ``--c
 Each candidate's score is the model's exact score, and known facts are filtered as in the exact
 signatures, so the answers differ from the exact ones only by the rows never looked at.
 ``probe`` is an input, so a client trades recall for latency per request, without a new export.
+
+The candidates' rows are read by one XLA-compiled gather and product (`_row_scores`): the export
+numbers its entities cell by cell, so they are runs of consecutive rows, and the fused loop reads
+them once, at close to streaming speed; TensorFlow's own gather then product copied them first
+(docs/serving.md). TensorFlow Serving runs it with ``--xla_cpu_compilation_enabled=true``.
 """
 
 from __future__ import annotations
@@ -16,9 +21,31 @@ import tensorflow as tf
 from jobi_tf.contracts.scorer import Scorer
 from jobi_tf.export.cells import CellIndex, Cells
 from jobi_tf.export.scorer_module import _K, _NAMES, TripleScorerModule
+from jobi_tf.export.served_tables import read_value
 from jobi_tf.runtime.errors import ExportError
 
-__all__ = ["ApproximateScorerModule"]
+__all__ = ["ApproximateScorerModule", "padded_size"]
+
+#: The candidates of a query are padded to one of a few sizes, ``2^(i/4)`` apart (at most 19% more
+#: rows), so that XLA compiles one program per size class instead of one per query.
+_SIZES_PER_DOUBLING = 4
+_MIN_PADDED = 1024
+
+
+def padded_size(n: tf.Tensor) -> tf.Tensor:
+    """The size ``n`` candidates are padded to: the least ``ceil(2^(i/4)) >= n``, at least 1,024."""
+    n = tf.maximum(tf.cast(n, tf.float64), _MIN_PADDED)
+    step = tf.math.ceil(_SIZES_PER_DOUBLING * tf.math.log(n) / np.log(2.0))
+    return tf.maximum(
+        tf.cast(tf.math.ceil(tf.pow(tf.constant(2.0, tf.float64), step / _SIZES_PER_DOUBLING)), tf.int32),
+        tf.cast(n, tf.int32),
+    )
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _row_scores(table: tf.Tensor, ids: tf.Tensor, query: tf.Tensor) -> tf.Tensor:
+    """``<query, table[id]>`` for each id: gather and product fused by XLA, no copy of the rows."""
+    return tf.linalg.matvec(tf.gather(table, ids), query)
 
 
 class ApproximateScorerModule(TripleScorerModule):
@@ -75,7 +102,7 @@ class ApproximateScorerModule(TripleScorerModule):
         def answer(inputs: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
             one, key = inputs
             candidates = self.cells.candidates(one[None, :], probe)  # entity ids [1, (n)]
-            scores = tf.linalg.matvec(self.entities.rows(candidates.flat_values), one)  # <query, row>
+            scores = self._scores(candidates.flat_values, one)  # <query, row>
             if known is not None:
                 scores = tf.where(known.contains(key[None], candidates), tf.constant(-np.inf, scores.dtype), scores)
             best, position = tf.math.top_k(scores, k=tf.minimum(k, tf.size(scores)))
@@ -97,3 +124,9 @@ class ApproximateScorerModule(TripleScorerModule):
             "scores": tf.where(found[:, None], best, np.nan),
             "found": found,
         }
+
+    def _scores(self, ids: tf.Tensor, query: tf.Tensor) -> tf.Tensor:
+        """``<query, row>`` of each id's row, through `_row_scores` on ids padded to `padded_size`."""
+        n = tf.size(ids)
+        padded = tf.pad(ids, [[0, padded_size(n) - n]])  # (id 0's row: scored, then cut off)
+        return _row_scores(read_value(self.entities.values), padded, query)[:n]

@@ -31,9 +31,10 @@ from jobi_tf.data.vocab import Vocab
 from jobi_tf.datasets.loading import load_index
 from jobi_tf.evaluation.calibration import Calibration
 from jobi_tf.export.approximate import ApproximateScorerModule
-from jobi_tf.export.cells import default_cells, kmeans_cells
+from jobi_tf.export.cells import Cells, cell_order, default_cells, kmeans_cells
 from jobi_tf.export.scorer_module import TripleScorerModule, scorer_module
 from jobi_tf.models import JoBiModel
+from jobi_tf.runtime.atomic import write_text_atomic
 from jobi_tf.runtime.errors import ExportError
 from jobi_tf.serving.contract import (
     APPROXIMATE_SIGNATURES,
@@ -131,9 +132,11 @@ def export_saved_model(
     reciprocal = bool(getattr(model, "reciprocal", False))
     _check_inputs(entity_table, relation_table, entities, relations, cfg, train_triples, reciprocal)
     version, final = _version_folder(base, cfg)
-    module = _module_factory(model, (entity_table, relation_table), len(relations), cfg, train_triples, calibration)
+    entity_table, entity_labels, train_triples, cells = _with_cells(cfg, entity_table, entities.labels, train_triples)
+    tables = (entity_table, relation_table)
+    module = _module_factory(model, tables, len(relations), cfg, train_triples, calibration, cells)
     info = {**_metadata(model, len(entities), len(relations), cfg, calibration), **(metadata or {})}
-    _write_version(module, entities, relations, _signatures(cfg), info, final)
+    _write_version(module, entity_labels, relations, _signatures(cfg), info, final)
     logger.info("exported %s", final)
     return ExportResult(final, version, directory_bytes(final), entity_table.nbytes + relation_table.nbytes)
 
@@ -155,19 +158,16 @@ def _module_factory(
     cfg: ExportConfig,
     train_triples: np.ndarray | None,
     calibration: Calibration | None,
+    cells: Cells | None,
 ) -> Callable[[Path], TripleScorerModule]:
     """What the export holds, as ``vocab_dir -> module``: the served object over the vocabulary
-    files written to ``vocab_dir``, with the facts, slots and pair table ``cfg`` asks for.
+    files written to ``vocab_dir``, with the facts, slots, pair table and cells ``cfg`` asks for.
     ``tables``: the entity and triple-relation tables, already checked against the vocabularies."""
     num_entities = len(tables[0])
     known = known_facts(train_triples, num_relations, num_entities) if cfg.filter_known else (None, None, None)
     slots = slot_sets(train_triples, num_relations) if cfg.typed else None  # (`jobi_tf.data.index`)
     pair_table = _pair_table(model) if cfg.pair_head else None
-    extra = {}
-    if cfg.cells:
-        count = _cells(cfg, num_entities)
-        logger.info("k-means: %d cells over %d entity rows", count, num_entities)
-        extra = {"module_class": ApproximateScorerModule, "cells": kmeans_cells(tables[0], count)}
+    extra = {} if cells is None else {"module_class": ApproximateScorerModule, "cells": cells}
 
     def module(vocab_dir: Path) -> TripleScorerModule:
         return scorer_module(
@@ -185,6 +185,25 @@ def _module_factory(
     return module
 
 
+def _with_cells(
+    cfg: ExportConfig, entity_table: np.ndarray, labels: np.ndarray, train_triples: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Cells | None]:
+    """``(entity rows, names, training triples, cells)`` as the export holds them: with
+    ``cfg.cells``, the k-means cells and every entity renumbered cell by cell
+    (`jobi_tf.export.cells.cell_order`); else unchanged, and no cells."""
+    if not cfg.cells:
+        return entity_table, labels, train_triples, None
+    count = _cells(cfg, len(labels))
+    logger.info("k-means: %d cells over %d entity rows", count, len(labels))
+    order, cells = cell_order(kmeans_cells(entity_table, count))
+    new_id = np.empty(len(order), np.int64)
+    new_id[order] = np.arange(len(order))
+    if train_triples is not None:
+        train_triples = np.asarray(train_triples).copy()
+        train_triples[:, [0, 2]] = new_id[train_triples[:, [0, 2]]]
+    return entity_table[order], labels[order], train_triples, cells
+
+
 def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: ExportConfig, calibration) -> dict:
     """What `METADATA_FILE` says about the export."""
     return {
@@ -197,6 +216,7 @@ def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: Expo
         "typed": cfg.typed,
         "pair_head": cfg.pair_head,
         "cells": _cells(cfg, num_entities),
+        "entity_ids": "cell by cell (see entities.txt)" if cfg.cells else "the run's",
         "calibrated": calibration is not None,
         "calibration": None if calibration is None else calibration.method,
         "signatures": {"serving_default": DEFAULT_SIGNATURE, **{s: s for s in _signatures(cfg)}},
@@ -218,14 +238,17 @@ def _pair_table(model: JoBiModel) -> np.ndarray:
     return table
 
 
-def _write_version(module, entities: Vocab, relations: Vocab, names: tuple[str, ...], info: dict, final: Path) -> None:
+def _write_version(
+    module, entity_labels: np.ndarray, relations: Vocab, names: tuple[str, ...], info: dict, final: Path
+) -> None:
     """Write the SavedModel of ``module(vocab_dir)`` with its signatures ``names`` and the
-    metadata ``info`` to a staging folder, then move it to ``final`` (nothing is left on failure)."""
+    metadata ``info`` to a staging folder, then move it to ``final`` (nothing is left on failure).
+    ``entity_labels``: the names in the export's id order (a vocabulary's, or cell by cell)."""
     staging = final.parent / f"{final.name}.incomplete-{secrets.token_hex(4)}"
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory() as vocab_dir:
-            entities.save(Path(vocab_dir) / "entities.txt")
+            write_text_atomic(Path(vocab_dir) / "entities.txt", "".join(f"{label}\n" for label in entity_labels))
             relations.save(Path(vocab_dir) / "relations.txt")
             served = module(Path(vocab_dir))
             signatures = {name: getattr(served, name) for name in names}
