@@ -25,6 +25,7 @@ from jobi_tf.runtime.errors import ConfigError
 from jobi_tf.training.advice import (
     MEASUREMENTS,
     ONE_VS_ALL,
+    PRESET_FROM_ENTITIES,
     RULE,
     SAMPLED_JOBI,
     advise,
@@ -107,6 +108,19 @@ def test_one_vs_all_when_its_epochs_fit_and_sampled_jobi_when_not():
     assert over.command == "jobi-tf train --data-dir GRAPH --preset large-graph --joint --p 0.3"
     assert "exceed the budget" in over.reason and "fit in the budget" in fits.reason
     assert dataclasses.replace(over, epoch_seconds=29.9).regime == ONE_VS_ALL  # decided from the fields
+
+
+def test_a_dense_graph_of_a_hundred_thousand_entities_gets_the_preset_whatever_the_budget():
+    small = advise(_index(100, 1000), 1000.0, epoch_seconds=30.0)  # 10 per entity, epochs that fit easily
+    assert small.regime == ONE_VS_ALL and not small.preset_wins
+    big = dataclasses.replace(small, num_entities=PRESET_FROM_ENTITIES, num_triples=10 * PRESET_FROM_ENTITIES)
+    below = dataclasses.replace(big, num_entities=PRESET_FROM_ENTITIES - 1)
+    assert big.preset_wins and big.regime == SAMPLED_JOBI and "--preset large-graph --joint --p 0.3" in big.command
+    assert "108,943 entities" in big.reason and "fit in the budget of 1000 h" in big.reason
+    assert not below.preset_wins and below.regime == ONE_VS_ALL
+    sparse = dataclasses.replace(big, num_triples=9 * PRESET_FROM_ENTITIES)  # 9 per entity: the rule's other row
+    assert not sparse.preset_wins and sparse.regime == ONE_VS_ALL and "rule's row below 10" in sparse.reason
+    assert big.to_dict()["preset_wins"] is True
 
 
 def test_a_long_sampled_epoch_validates_a_sample_four_times_an_epoch():
