@@ -71,13 +71,16 @@ def group_name(cfg: dict, by: str | None) -> str:
 
 
 def load(path: Path, split: str, by: str | None = None) -> dict:
-    """A finished run folder, or a raw results file of docs/results/ (``{"config", "metrics"}``).
+    """A finished run folder, or a raw results file of docs/results/ (``{"config", "metrics"}``),
+    or a `bench/slot_prior_weight.py` record: its test with the counts' weight it chose on validation.
 
     Why files too: a run folder holds gigabytes of weights and lives on one machine; the raw
     file is what is kept, so cells run on different machines and days compare from it.
     """
     if path.is_file():
         raw = json.loads(path.read_text())
+        if isinstance(raw, dict) and raw.get("bench") == "slot_prior_weight":
+            raw = {"config": raw["config"], "metrics": {"test": raw["test_with_counts"]}}
         if not isinstance(raw, dict) or not {"config", "metrics"} <= raw.keys():
             raise SystemExit(f"{path}: not a raw results file (needs 'config' and 'metrics')")
         metrics_path, metrics, cfg = path, raw["metrics"], raw["config"]
