@@ -37,8 +37,8 @@ from pathlib import Path
 
 PARTS = ("whole", "hub answers", "copied answers")
 SYSTEM_ORDER = ("one-vs-all", "jobi", "baseline", "pbg")
-LABELS = {"one-vs-all": "1-vs-all (kbc-fast)", "jobi": "sampled JoBi (defaults)", "baseline": "sampled baseline (defaults)",
-          "pbg": "PyTorch-BigGraph"}  # fmt: skip
+LABELS = {"one-vs-all": "1-vs-all (kbc-fast)", "jobi": "sampled JoBi (defaults)",
+          "baseline": "sampled baseline (defaults)", "pbg": "PyTorch-BigGraph"}  # fmt: skip
 
 
 def read(path: Path) -> dict:
