@@ -91,6 +91,24 @@ def test_raw_results_files_compare_like_their_run_folders(tmp_path, capsys):
     assert from_files["differences"] == from_folders["differences"]
 
 
+def test_a_slot_prior_weight_record_compares_its_test_at_the_chosen_weight(tmp_path, capsys):
+    """bench/slot_prior_weight.py's record: its ``test_with_counts`` is what is compared, not the run's own test."""
+    chosen = {"b": [0.30, 0.31, 0.32], "j": [0.34, 0.36, 0.35]}
+    records = []
+    for v, values in chosen.items():
+        for s, value in enumerate(values):
+            folder = _run(tmp_path, f"{v}{s}", 0.1, seed=s, joint=v == "j")  # the run's own test: 0.1
+            record = {"bench": "slot_prior_weight", "config": json.loads((folder / "config.json").read_text())}
+            record |= {"test_with_counts": {"mrr": value}, "test_without_counts": {"mrr": 0.05}, "chosen_weight": 0.5}
+            path = tmp_path / f"{v}{s}.json"
+            path.write_text(json.dumps(record))
+            records.append(path)
+    compare_seeds.main([*map(str, records), "--metric", "mrr"])
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert out["variants"]["joint"]["mrr"]["values"] == chosen["j"]
+    assert out["variants"]["baseline"]["mrr"]["mean"] == pytest.approx(np.mean(chosen["b"]))
+
+
 def test_a_file_without_config_and_metrics_is_refused_in_one_line(tmp_path):
     bad = tmp_path / "summary.json"
     bad.write_text(json.dumps({"metrics": {"test": {"mrr": 0.3}}}))
