@@ -15,7 +15,7 @@ import numpy as np
 from jobi_tf.runtime.atomic import write_text_atomic
 from jobi_tf.runtime.errors import DatasetFormatError
 
-__all__ = ["Vocab"]
+__all__ = ["Vocab", "write_labels"]
 
 
 class Vocab:
@@ -84,7 +84,7 @@ class Vocab:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write one label per line (UTF-8), atomically."""
-        write_text_atomic(path, "".join(f"{label}\n" for label in self.labels))
+        write_labels(path, self.labels)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Vocab:
@@ -97,3 +97,9 @@ class Vocab:
             return cls(labels)
         except ValueError as exc:
             raise DatasetFormatError(path, str(exc)) from None
+
+
+def write_labels(path: str | os.PathLike[str], labels) -> None:
+    """Write ``labels`` one per line (UTF-8), atomically: line number = id, in the order given
+    (a `Vocab`'s sorted order, or an export's own: `jobi_tf.export.cells.cell_order`)."""
+    write_text_atomic(path, "".join(f"{label}\n" for label in labels))

@@ -27,14 +27,13 @@ import tensorflow as tf
 from jobi_tf.config import ExportConfig
 from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.index import CSR, heads_by_query, relations_by_pair, slot_sets, tails_by_query
-from jobi_tf.data.vocab import Vocab
+from jobi_tf.data.vocab import Vocab, write_labels
 from jobi_tf.datasets.loading import load_index
 from jobi_tf.evaluation.calibration import Calibration
 from jobi_tf.export.approximate import ApproximateScorerModule
 from jobi_tf.export.cells import Cells, cell_order, default_cells, kmeans_cells
 from jobi_tf.export.scorer_module import TripleScorerModule, scorer_module
 from jobi_tf.models import JoBiModel
-from jobi_tf.runtime.atomic import write_text_atomic
 from jobi_tf.runtime.errors import ExportError
 from jobi_tf.serving.contract import (
     APPROXIMATE_SIGNATURES,
@@ -248,7 +247,7 @@ def _write_version(
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tempfile.TemporaryDirectory() as vocab_dir:
-            write_text_atomic(Path(vocab_dir) / "entities.txt", "".join(f"{label}\n" for label in entity_labels))
+            write_labels(Path(vocab_dir) / "entities.txt", entity_labels)
             relations.save(Path(vocab_dir) / "relations.txt")
             served = module(Path(vocab_dir))
             signatures = {name: getattr(served, name) for name in names}
