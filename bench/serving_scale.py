@@ -6,6 +6,8 @@ same entity table with one vector (the bound an exact query cannot beat: it stre
 and ``predict_tail_approximate`` (an export made with ``--cells``) at each ``--probe``, with its
 recall@10: the share of the exact top 10 it returns. The first query's answers are also asked of
 ``jobi-tf predict`` in another process, to check the signature against the command users run.
+``--reference`` (another export of the same weights, e.g. float32 beside a ``--table-dtype bfloat16``
+one) gives the share of its exact top 10 that this export's exact answers keep.
 
     python bench/serving_scale.py --export /work/exports/k137/1 --data-dir /work/data/replicated/K137
 """
@@ -36,6 +38,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100, help="queries per batched request")
     parser.add_argument("--probes", default="8,16,32,64,128", help="probe values of the approximate signature")
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--reference", help="a version folder of the same weights whose exact top-k is the truth")
     parser.add_argument(
         "--slack", default="", help="also sweep the cells' slack (comma-separated), 0 = centroid score alone"
     )
@@ -64,8 +67,9 @@ def main() -> None:
         "load_seconds": round(load_seconds, 2),
         "export_bytes": sum(f.stat().st_size for f in Path(args.export).rglob("*") if f.is_file()),
     }
-    table = loaded.entities.values.numpy()  # rows [E, W], as a user's NumPy holds them
+    table = tf.cast(loaded.entities.values, tf.float32).numpy()  # rows [E, W] in float32, as a user's NumPy holds them
     table = np.ascontiguousarray(table.T) if loaded.entities.values.name.startswith("entity_columns") else table
+    record["table_dtype"] = loaded.entities.values.dtype.name
     record["entities"], record["width"] = table.shape
     record["matvec_ms"] = _matvec_ms(table, args.queries)
     record["matmat_batch_ms"] = _matmat_ms(table, args.batch)
@@ -75,6 +79,8 @@ def main() -> None:
     record["exact"]["over_matvec"] = round(record["exact"]["p50_ms"] / record["matvec_ms"]["p50_ms"], 3)
     record["exact"]["batch_over_matmat"] = round(record["exact"]["batch_ms"] / record["matmat_batch_ms"], 3)
     record["predict_cli_agrees"] = _cli_agrees(args.export, heads[0], relations[0], args.k, answers[0])
+    if args.reference:
+        record["reference"] = {"export": args.reference, "exact_top_k_kept": _kept(args.reference, ask, answers)}
     if "predict_tail_approximate" in loaded.signatures:
         approximate = loaded.signatures["predict_tail_approximate"]
         record["approximate"] = {}
@@ -92,6 +98,13 @@ def main() -> None:
         record["recall_by_slack"] = _slack_sweep(loaded, args, approximate, ask, answers)
     record["peak_rss_gib"] = round(peak_rss_gib(), 2)
     emit({**record, **provenance(__file__), "versions": versions()})
+
+
+def _kept(reference: str, ask, answers: list[list[bytes]]) -> float:
+    """The share of the ``reference`` export's exact top-k (one query at a time) in ``answers``."""
+    exact = tf.saved_model.load(reference).signatures["predict_tail"]
+    truth = [[a for a in ask(exact, i, 1)["tails"][0].tolist() if a] for i in range(len(answers))]
+    return round(float(np.mean([len(set(a) & set(t)) / len(t) for a, t in zip(answers, truth, strict=True) if t])), 4)
 
 
 def _slack_sweep(loaded, args, approximate, ask, answers) -> dict:

@@ -20,3 +20,27 @@ def pair_labels(index: KGIndex, relations, entities, corrupt_tail) -> np.ndarray
         for r, e, is_tail in zip(rel.ravel().tolist(), ent.ravel().tolist(), side.ravel().tolist(), strict=True)
     ]
     return np.array(out, np.float32).reshape(rel.shape)
+
+
+def all_scores(name: str, ent: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    """float64 ``[E, R, E]``: the score of every (head, relation, tail), from the papers' formulas."""
+    ent, rel = ent.astype(np.float64), rel.astype(np.float64)
+    if name == "distmult":
+        return np.einsum("hd,rd,td->hrt", ent, rel, ent)
+    d = ent.shape[1] // 2
+    if name == "complex":  # Re(<h, r, conj(t)>)
+        e, r = ent[:, :d] + 1j * ent[:, d:], rel[:, :d] + 1j * rel[:, d:]
+        return np.real(np.einsum("hd,rd,td->hrt", e, r, np.conj(e)))
+    # SimplE: (<h_head, r, t_tail> + <t_head, r_inv, h_tail>) / 2
+    head_role, tail_role, fwd, inv = ent[:, :d], ent[:, d:], rel[:, :d], rel[:, d:]
+    return 0.5 * (
+        np.einsum("hd,rd,td->hrt", head_role, fwd, tail_role) + np.einsum("td,rd,hd->hrt", head_role, inv, tail_role)
+    )
+
+
+def bfloat16_rounded(x: np.ndarray) -> np.ndarray:
+    """float32 ``x`` rounded to the nearest bfloat16 (ties to even), as float32: the top 16 bits
+    of each float after adding half of the dropped part."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32)

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 from jobi_tf.serving import contract
 from jobi_tf.serving.contract import SIGNATURES
+from references import all_scores
 
 from jobi_tf.api import load_run
 from jobi_tf.config import DataConfig, ExportConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
@@ -23,22 +24,6 @@ from jobi_tf.runtime.errors import ExportError
 from jobi_tf.training.trainer import train
 
 MODELS = ("distmult", "complex", "simple")
-
-
-def _numpy_all_scores(name: str, ent: np.ndarray, rel: np.ndarray) -> np.ndarray:
-    """float64 ``[E, R, E]``: the score of every (head, relation, tail), from the papers' formulas."""
-    ent, rel = ent.astype(np.float64), rel.astype(np.float64)
-    if name == "distmult":
-        return np.einsum("hd,rd,td->hrt", ent, rel, ent)
-    d = ent.shape[1] // 2
-    if name == "complex":  # Re(<h, r, conj(t)>)
-        e, r = ent[:, :d] + 1j * ent[:, d:], rel[:, :d] + 1j * rel[:, d:]
-        return np.real(np.einsum("hd,rd,td->hrt", e, r, np.conj(e)))
-    # SimplE: (<h_head, r, t_tail> + <t_head, r_inv, h_tail>) / 2
-    head_role, tail_role, fwd, inv = ent[:, :d], ent[:, d:], rel[:, :d], rel[:, d:]
-    return 0.5 * (
-        np.einsum("hd,rd,td->hrt", head_role, fwd, tail_role) + np.einsum("td,rd,hd->hrt", head_role, inv, tail_role)
-    )
 
 
 def _text(names: np.ndarray) -> np.ndarray:
@@ -70,7 +55,7 @@ def test_score_equals_the_trained_models_score(model, random_export):
     out = _call(export, "score", **names)
     expected = export.model.score_triples(tf.constant(ids, tf.int32)).numpy()
     np.testing.assert_allclose(out["score"], expected, rtol=1e-6, atol=1e-6)
-    reference = _numpy_all_scores(model, *_tables(export))[ids[:, 0], ids[:, 1], ids[:, 2]]
+    reference = all_scores(model, *_tables(export))[ids[:, 0], ids[:, 1], ids[:, 2]]
     np.testing.assert_allclose(out["score"], reference, rtol=1e-5, atol=1e-5)
     assert out["found"].all()
 
@@ -78,7 +63,7 @@ def test_score_equals_the_trained_models_score(model, random_export):
 @pytest.mark.parametrize("model", MODELS)
 def test_top_k_equals_numpy_top_k_and_the_score_of_the_returned_triples(model, random_export):
     export = random_export(model)
-    everything = _numpy_all_scores(model, *_tables(export))  # [E, R, E]
+    everything = all_scores(model, *_tables(export))  # [E, R, E]
     heads, relations = np.array([0, 3, 7, 29]), np.array([0, 1, 2, 3])
     k = 6
     out = _call(
@@ -119,8 +104,8 @@ def test_a_reciprocal_export_ranks_heads_with_the_inverse_relation(model, random
     ent, rel = _tables(export)
     r_count = len(export.relations)
     assert rel.shape[0] == 2 * r_count
-    forward = _numpy_all_scores(model, ent, rel[:r_count])  # [h, r, t]
-    inverse = _numpy_all_scores(model, ent, rel[r_count:])  # [t, r, h]: the inverse's tails are heads
+    forward = all_scores(model, ent, rel[:r_count])  # [h, r, t]
+    inverse = all_scores(model, ent, rel[r_count:])  # [t, r, h]: the inverse's tails are heads
     train = export.train
     relations, tails = np.array([0, 1, 2, 3]), np.array([train[0, 2], 5, 11, 29])
     k = 6
@@ -148,7 +133,7 @@ def test_a_reciprocal_export_ranks_heads_with_the_inverse_relation(model, random
 
 def test_filter_known_ranks_training_facts_last(random_export):
     raw, filtered = random_export("complex"), random_export("complex", filter_known=True)
-    everything = _numpy_all_scores("complex", *_tables(filtered))
+    everything = all_scores("complex", *_tables(filtered))
     train = filtered.train
     h, r = train[0, 0], train[0, 1]
     known = train[(train[:, 0] == h) & (train[:, 1] == r), 2]
@@ -198,7 +183,7 @@ def test_predict_relation_equals_numpy_top_k_over_the_forward_relations(model, r
     export = random_export(model, reciprocal=reciprocal)
     ent, rel = _tables(export)
     r_count = len(export.relations)
-    everything = _numpy_all_scores(model, ent, rel[:r_count])  # [h, r, t]: inverse rows are no relations
+    everything = all_scores(model, ent, rel[:r_count])  # [h, r, t]: inverse rows are no relations
     heads, tails = np.array([0, 3, 7, 29]), np.array([5, 3, 0, 11])
     out = _call(export, "predict_relation", head=export.entities.decode(heads), tail=export.entities.decode(tails), k=3)
     scores = everything[heads, :, tails]  # [B, R]
@@ -371,8 +356,8 @@ def test_typed_signatures_rank_only_the_slot_entities(model, reciprocal, random_
     typed = dataclasses.replace(source, path=result.path)
     ent, rel = _tables(source)
     r_count = len(source.relations)
-    forward = _numpy_all_scores(model, ent, rel[:r_count])
-    inverse = _numpy_all_scores(model, ent, rel[r_count:]) if reciprocal else None
+    forward = all_scores(model, ent, rel[:r_count])
+    inverse = all_scores(model, ent, rel[r_count:]) if reciprocal else None
     train = source.train
     for r in range(r_count):
         tails, heads = set(train[train[:, 1] == r, 2].tolist()), set(train[train[:, 1] == r, 0].tolist())
@@ -412,12 +397,8 @@ def test_soft_typed_signatures_also_admit_what_the_pair_head_places_in_the_slot(
     ent, rel = _tables(source)
     pair = source.model.pair_relations.numpy()
     r_count = len(source.relations)
-    scores_of = _numpy_all_scores(model, ent, rel[:r_count]), _numpy_all_scores(model, ent, pair[:r_count])
-    inverse_of = (
-        (_numpy_all_scores(model, ent, rel[r_count:]), _numpy_all_scores(model, ent, pair[r_count:]))
-        if reciprocal
-        else None
-    )
+    scores_of = all_scores(model, ent, rel[:r_count]), all_scores(model, ent, pair[:r_count])
+    inverse_of = (all_scores(model, ent, rel[r_count:]), all_scores(model, ent, pair[r_count:])) if reciprocal else None
     train = source.train
     admitted_beyond_slots = 0
     for r in range(r_count):

@@ -250,8 +250,8 @@ class Run:
         """A SavedModel for TensorFlow Serving in ``path/<version>``: what ``jobi-tf export``
         writes (`jobi_tf.export.savedmodel.export_run`), the run's calibration included.
 
-        ``export_settings``: ``version``, ``force``, ``filter_known``, ``typed``, ``pair_head``, ``cells``
-        (`ExportConfig`).
+        ``export_settings``: ``version``, ``force``, ``filter_known``, ``typed``, ``pair_head``, ``cells``,
+        ``table_dtype`` (`ExportConfig`).
         """
         from jobi_tf.export.savedmodel import export_run
 

@@ -185,6 +185,8 @@ class ExportConfig:
             many k-means cells of the entity rows (`jobi_tf.export.cells`); ``"auto"`` takes
             about 4·sqrt(entities); 0 leaves them out. The export then numbers its entities
             cell by cell (`jobi_tf.export.cells.cell_order`).
+        table_dtype: the stored entity table's dtype: ``float32``, or ``bfloat16`` (half the
+            bytes; products in float32 of the rounded rows, through XLA: docs/serving.md).
     """
 
     version: int | None = None
@@ -193,8 +195,11 @@ class ExportConfig:
     typed: bool = False
     pair_head: bool = False
     cells: int | str = 0
+    table_dtype: str = "float32"
 
     def __post_init__(self) -> None:
+        if self.table_dtype not in ("float32", "bfloat16"):
+            raise ConfigError("table_dtype", f"must be float32 or bfloat16, got {self.table_dtype!r}")
         if self.version is not None:
             _positive_int("version", self.version)
         if self.cells != "auto" and (isinstance(self.cells, bool) or not isinstance(self.cells, int) or self.cells < 0):

@@ -44,8 +44,9 @@ def padded_size(n: tf.Tensor) -> tf.Tensor:
 
 @tf.function(jit_compile=True, autograph=False)
 def _row_scores(table: tf.Tensor, ids: tf.Tensor, query: tf.Tensor) -> tf.Tensor:
-    """``<query, table[id]>`` for each id: gather and product fused by XLA, no copy of the rows."""
-    return tf.linalg.matvec(tf.gather(table, ids), query)
+    """``<query, table[id]>`` for each id: gather, widening (a bfloat16 table) and product fused by
+    XLA, no copy of the rows."""
+    return tf.linalg.matvec(tf.cast(tf.gather(table, ids), query.dtype), query)
 
 
 class ApproximateScorerModule(TripleScorerModule):

@@ -137,7 +137,8 @@ def export_saved_model(
     info = {**_metadata(model, len(entities), len(relations), cfg, calibration), **(metadata or {})}
     _write_version(module, entity_labels, relations, _signatures(cfg), info, final)
     logger.info("exported %s", final)
-    return ExportResult(final, version, directory_bytes(final), entity_table.nbytes + relation_table.nbytes)
+    entity_bytes = entity_table.size * (2 if cfg.table_dtype == "bfloat16" else 4)
+    return ExportResult(final, version, directory_bytes(final), entity_bytes + relation_table.nbytes)
 
 
 def _version_folder(base: Path, cfg: ExportConfig) -> tuple[int, Path]:
@@ -166,7 +167,9 @@ def _module_factory(
     known = known_facts(train_triples, num_relations, num_entities) if cfg.filter_known else (None, None, None)
     slots = slot_sets(train_triples, num_relations) if cfg.typed else None  # (`jobi_tf.data.index`)
     pair_table = _pair_table(model) if cfg.pair_head else None
-    extra = {} if cells is None else {"module_class": ApproximateScorerModule, "cells": cells}
+    extra = {"table_dtype": cfg.table_dtype}
+    if cells is not None:
+        extra |= {"module_class": ApproximateScorerModule, "cells": cells}
 
     def module(vocab_dir: Path) -> TripleScorerModule:
         return scorer_module(
@@ -216,6 +219,7 @@ def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: Expo
         "pair_head": cfg.pair_head,
         "cells": _cells(cfg, num_entities),
         "entity_ids": "cell by cell (see entities.txt)" if cfg.cells else "the run's",
+        "table_dtype": cfg.table_dtype,
         "calibrated": calibration is not None,
         "calibration": None if calibration is None else calibration.method,
         "signatures": {"serving_default": DEFAULT_SIGNATURE, **{s: s for s in _signatures(cfg)}},

@@ -65,6 +65,7 @@ class TripleScorerModule(tf.Module):
         reciprocal: the model ranks heads of ``(?, r, t)`` as tails of ``(t, r⁻¹, ?)``.
         slot_prior: the model's slot prior (`jobi_tf.models.slot_prior`), added to every score;
             None for a model trained without one.
+        table_dtype: the entity table's stored dtype (`EntityTable`; ``bfloat16``: half the bytes).
     """
 
     entity_columns = True  # `EntityTable`: a dot-product scorer's table stored as columns
@@ -84,12 +85,13 @@ class TripleScorerModule(tf.Module):
         calibration: Calibration | None = None,
         pair_relations: np.ndarray | None = None,
         slot_prior: SlotPrior | SparseSlotPrior | None = None,
+        table_dtype: str = "float32",
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
         self._reciprocal = reciprocal
         self.num_relations = len(triple_relations) // (2 if reciprocal else 1)
-        self.entities = EntityTable(entity_embeddings, scorer, self.entity_columns)  # columns for a dot product
+        self.entities = EntityTable(entity_embeddings, scorer, self.entity_columns, table_dtype)  # (columns: dot)
         self.num_entities = self.entities.num_entities
         self.triple_relations = tf.Variable(triple_relations, trainable=False, name="triple_relations")
         self.entity_ids = vocab_table(entity_vocab, self.num_entities, to_ids=True)
