@@ -40,6 +40,21 @@ def _capped(ranking: dict) -> dict:
     }
 
 
+def _bfloat16(serving: dict) -> dict:
+    """The exact query of an export made with ``--table-dtype bfloat16`` (a serving_scale record
+    with ``--reference``, the float32 export of the same weights)."""
+    if serving.get("table_dtype") != "bfloat16" or "reference" not in serving:
+        sys.exit("--bfloat16-serving: that raw file is not a bfloat16 export measured with --reference")
+    return {
+        "exact_p50_ms": serving["exact"]["p50_ms"],
+        "exact_p99_ms": serving["exact"]["p99_ms"],
+        "matvec_ms": serving["matvec_ms"]["p50_ms"],
+        "exact_top_10_kept": serving["reference"]["exact_top_k_kept"],
+        "load_seconds": serving["load_seconds"],
+        "export_bytes": serving["export_bytes"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", required=True, help="bench/epoch_seconds.py's raw file")
@@ -48,6 +63,7 @@ def main() -> None:
     parser.add_argument("--serving", required=True, help="bench/serving_scale.py's raw file (an export with --cells)")
     parser.add_argument("--exact-serving", help="bench/serving_scale.py's raw file of an export without --cells")
     parser.add_argument("--approximate-probe", type=int, required=True, help="the probe quoted")
+    parser.add_argument("--bfloat16-serving", help="bench/serving_scale.py's raw file of a bfloat16-table export")
     parser.add_argument(
         "--avx2-ranking", help="bench/ranking_speed.py's raw file run with the ISA capped to AVX2 (float32 route)"
     )
@@ -76,6 +92,7 @@ def main() -> None:
             "approx_probe": args.approximate_probe,
             "load_seconds": exact["load_seconds"],
         },
+        **({"serving_bfloat16_table": _bfloat16(_read(args.bfloat16_serving))} if args.bfloat16_serving else {}),
         "cpu": ranking["machine"],
         **({"avx2_capped": _capped(_read(args.avx2_ranking))} if args.avx2_ranking else {}),
         "sources": {
@@ -86,6 +103,7 @@ def main() -> None:
                 ("serving", args.serving),
                 ("exact_serving", args.exact_serving),
                 ("avx2_ranking", args.avx2_ranking),
+                ("bfloat16_serving", args.bfloat16_serving),
             )
             if path
         },
