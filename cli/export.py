@@ -9,7 +9,7 @@ import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
 from jobi_tf.cli.options import slot_prior_option
 
-from jobi_tf.config import ExportConfig
+from jobi_tf.config import TABLE_DTYPES, ExportConfig
 from jobi_tf.config.runs import RunFolder
 
 __all__ = ["export"]
@@ -69,7 +69,7 @@ def _whole(param: click.Parameter, value: str) -> int:
 )
 @click.option(
     "--table-dtype",
-    type=click.Choice(["float32", "bfloat16"]),
+    type=click.Choice(TABLE_DTYPES),
     default="float32",
     show_default=True,
     help="The stored entity table's dtype. bfloat16: half the bytes to hold and to stream per query, scores "

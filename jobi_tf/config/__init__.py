@@ -24,6 +24,7 @@ from jobi_tf.config.fields import (
     MODELS,
     REGULARIZERS,
     STRATEGIES,
+    TABLE_DTYPES,
     VARIANTS,
     _positive_int,
     flag_name,
@@ -59,6 +60,7 @@ __all__ = [
     "LOSSES",
     "MATMUL_DTYPES",
     "MATMUL_DTYPE_CHOICES",
+    "TABLE_DTYPES",
     "MODELS",
     "REGULARIZERS",
     "STRATEGIES",
@@ -198,8 +200,8 @@ class ExportConfig:
     table_dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        if self.table_dtype not in ("float32", "bfloat16"):
-            raise ConfigError("table_dtype", f"must be float32 or bfloat16, got {self.table_dtype!r}")
+        if self.table_dtype not in TABLE_DTYPES:
+            raise ConfigError("table_dtype", f"must be one of {', '.join(TABLE_DTYPES)}, got {self.table_dtype!r}")
         if self.version is not None:
             _positive_int("version", self.version)
         if self.cells != "auto" and (isinstance(self.cells, bool) or not isinstance(self.cells, int) or self.cells < 0):

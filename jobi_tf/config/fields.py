@@ -32,6 +32,8 @@ REGULARIZERS = plugins.names("regularizer")  # the modules of jobi_tf/regularize
 MATMUL_DTYPES = ("float32", "bfloat16")
 #: ``--matmul-dtype`` choices: a dtype, or ``auto`` (chosen from the CPU when the run starts).
 MATMUL_DTYPE_CHOICES = (*MATMUL_DTYPES, "auto")
+#: dtypes an export can store its entity table in (``jobi-tf export --table-dtype``).
+TABLE_DTYPES = ("float32", "bfloat16")
 STRATEGIES = ("default", "mirrored", "multi-worker", "parameter-server")  # see jobi_tf.distributed.strategy
 
 

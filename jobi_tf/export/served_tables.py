@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from jobi_tf.config import TABLE_DTYPES
 from jobi_tf.contracts.scorer import Scorer
 from jobi_tf.data.index import CSR
 from jobi_tf.evaluation.calibration import Calibration
@@ -19,7 +20,6 @@ from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior
 from jobi_tf.runtime.errors import ExportError
 
 __all__ = [
-    "TABLE_DTYPES",
     "EntityTable",
     "KnownFacts",
     "ServedPrior",
@@ -49,10 +49,6 @@ def vocab_table(path: str, size: int, *, to_ids: bool) -> tf.lookup.StaticHashTa
         return tf.lookup.StaticHashTable(init, default_value=-1)
     init = tf.lookup.TextFileInitializer(path, tf.int64, number, tf.string, line, vocab_size=size)
     return tf.lookup.StaticHashTable(init, default_value="")
-
-
-#: The dtypes an export can store its entity table in (``--table-dtype``).
-TABLE_DTYPES = ("float32", "bfloat16")
 
 
 @tf.function(jit_compile=True, autograph=False)
