@@ -40,15 +40,22 @@ def _capped(ranking: dict) -> dict:
     }
 
 
+def _exact_query(serving: dict) -> dict:
+    """One exact query's p50 and p99 in a serving_scale record, and its plain product's p50."""
+    return {
+        "exact_p50_ms": serving["exact"]["p50_ms"],
+        "exact_p99_ms": serving["exact"]["p99_ms"],
+        "matvec_ms": serving["matvec_ms"]["p50_ms"],
+    }
+
+
 def _bfloat16(serving: dict) -> dict:
     """The exact query of an export made with ``--table-dtype bfloat16`` (a serving_scale record
     with ``--reference``, the float32 export of the same weights)."""
     if serving.get("table_dtype") != "bfloat16" or "reference" not in serving:
         sys.exit("--bfloat16-serving: that raw file is not a bfloat16 export measured with --reference")
     return {
-        "exact_p50_ms": serving["exact"]["p50_ms"],
-        "exact_p99_ms": serving["exact"]["p99_ms"],
-        "matvec_ms": serving["matvec_ms"]["p50_ms"],
+        **_exact_query(serving),
         "exact_top_10_kept": serving["reference"]["exact_top_k_kept"],
         "load_seconds": serving["load_seconds"],
         "export_bytes": serving["export_bytes"],
@@ -82,9 +89,7 @@ def main() -> None:
         "training_flops_per_s": ranking["training"]["flops_per_s"],
         "ranking_share_of_training_rate": round(route["flops_per_s"] / ranking["training"]["flops_per_s"], 3),
         "serving": {
-            "exact_p50_ms": exact["exact"]["p50_ms"],
-            "exact_p99_ms": exact["exact"]["p99_ms"],
-            "matvec_ms": exact["matvec_ms"]["p50_ms"],
+            **_exact_query(exact),
             "exact_batch_100_ms": exact["exact"]["batch_ms"],
             "approx_p50_ms": approximate["p50_ms"],
             "approx_p99_ms": approximate["p99_ms"],
