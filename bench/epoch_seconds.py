@@ -7,6 +7,13 @@ trains the baseline, then JoBi, for one epoch (``--epochs 1``) into fresh folder
 flags after ``--`` go to both runs; ``--jobi`` and ``--baseline`` hold what differs (``--labels``
 renames the two sides when both are JoBi, e.g. two pool sizes; the keys stay in that order).
 
+With ``--pbg-python`` each round also trains PyTorch-BigGraph for one epoch on the same graph
+(``bench/peer_pbg_epochs.py`` in PBG's own virtualenv, ``--pbg-flags``: by default the work per
+positive of the step-cost comparisons, 50 uniform negatives per side, dim 200 floats a row, one
+Hogwild worker), so the three epochs share a sitting; PBG's seconds are its own ``Processed N
+edges in X s``. ``--pbg-import-from`` names a folder whose ``pbg_data`` holds PBG's import of the
+same graph (hard-linked, so the 19M-edge import is not redone; the import is never timed).
+
     python bench/epoch_seconds.py --out /tmp/epochs -- --data-dir /work/data/replicated/K137 --dim 100 \\
         --optimizer adagrad --lr 0.1 --valid-sample 1000
 """
@@ -27,6 +34,10 @@ from _common import emit, provenance, versions  # noqa: E402, I001
 
 JOBI = "--joint --p 0.3 --biased-chunk 10 --pair-every 10"
 BASELINE = "--no-joint --p 0"
+PBG = (
+    "--dim 200 --batch-size 1000 --uniform-negs 50 --batch-negs 0 --lr 0.1 --workers 1 --loss softmax "
+    "--operator complex_diagonal --comparator dot --hogwild-delay 0.0 --seed 0"
+)
 
 
 def main() -> None:
@@ -38,6 +49,9 @@ def main() -> None:
     parser.add_argument(
         "--labels", nargs=2, default=("baseline", "jobi"), metavar=("FIRST", "SECOND"), help="the two sides' names"
     )
+    parser.add_argument("--pbg-python", help="PBG's virtualenv python: add a PyTorch-BigGraph epoch to each round")
+    parser.add_argument("--pbg-flags", default=PBG, help=f"bench/peer_pbg_epochs.py's flags (default: {PBG})")
+    parser.add_argument("--pbg-import-from", help="a folder whose pbg_data holds PBG's import of the same graph")
     parser.add_argument("common", nargs=argparse.REMAINDER, help="-- then the flags both runs take")
     args = parser.parse_args()
     common = [a for a in args.common if a != "--"]
@@ -45,7 +59,7 @@ def main() -> None:
     shutil.rmtree(out, ignore_errors=True)
     first, second = args.labels
     seconds: dict[str, list[float]] = {first: [], second: []}
-    commands = {}
+    commands, pbg_resolved = {}, None
     for round_ in range(args.rounds):
         for name, own in ((first, args.baseline), (second, args.jobi)):
             run_dir = out / f"{name}-{round_}"
@@ -55,7 +69,11 @@ def main() -> None:
             history = json.loads((run_dir / "metrics.json").read_text())["history"]
             seconds[name].append(round(next(h["epoch_seconds"] for h in history if "epoch_seconds" in h), 1))
             shutil.rmtree(run_dir)  # (its checkpoint is the size of the tables: 4.5 GB at 1.85M entities)
+        if args.pbg_python:
+            pbg_seconds, commands["pytorch-biggraph"], pbg_resolved = pbg_epoch(args, common, out / f"pbg-{round_}")
+            seconds.setdefault("pytorch-biggraph", []).append(pbg_seconds)
     ratios = [j / b for b, j in zip(seconds[first], seconds[second], strict=True)]
+    pbg_ratios = [p / b for b, p in zip(seconds[first], seconds.get("pytorch-biggraph", []), strict=False)]
     emit(
         {
             "bench": "epoch_seconds",
@@ -67,11 +85,33 @@ def main() -> None:
                 "per_round": [round(r, 3) for r in ratios],
                 "median": round(statistics.median(ratios), 3),
             },
+            **({"pbg_over_baseline": {"per_round": [round(r, 3) for r in pbg_ratios]}} if pbg_ratios else {}),
             "runs": commands,
+            **({"pbg_resolved": pbg_resolved} if pbg_resolved else {}),
             **provenance(__file__),
             "versions": versions(),
         }
     )
+
+
+def pbg_epoch(args, common: list[str], out: Path) -> tuple[float, str, dict]:
+    """One PyTorch-BigGraph epoch on the runs' ``--data-dir``: PBG's own seconds, the command,
+    and PBG's full resolved configuration with our overrides of its defaults and its versions."""
+    if "--data-dir" not in common:
+        sys.exit("--pbg-python needs the runs' graph as --data-dir FOLDER after --")
+    data_dir = common[common.index("--data-dir") + 1]
+    out.mkdir(parents=True)
+    if args.pbg_import_from:  # PBG's import of the same graph, hard-linked (never timed)
+        subprocess.run(["cp", "-al", str(Path(args.pbg_import_from) / "pbg_data"), str(out / "pbg_data")], check=True)
+    script = Path(__file__).with_name("peer_pbg_epochs.py")
+    own = ["--data-dir", data_dir, *shlex.split(args.pbg_flags), "--epochs", "1", "--export-every", "1000000"]
+    command = [args.pbg_python, str(script), *own, "--out", str(out)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    shutil.rmtree(out)
+    resolved = {k: record[k] for k in ("pbg_config", "overrides_of_pbg_defaults", "versions", "warm_workers")}
+    command = " ".join(["python", "bench/peer_pbg_epochs.py", *own, "--out", "OUT"])
+    return round(record["epoch_seconds"][0], 1), command, resolved
 
 
 if __name__ == "__main__":
