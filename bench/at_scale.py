@@ -83,6 +83,7 @@ def main() -> None:
         "graph": "FB15k-237 replicated, K = 137: 1,853,898 entities, 19,311,521 training triples; ComplEx dim 100",
         "epoch_seconds": epochs["epoch_seconds"],
         "epoch_ratio_jobi_over_baseline": epochs["jobi_over_baseline"]["median"],
+        **_pbg_ratio(epochs),
         "validation_seconds": route["seconds"],
         "validation_route": args.route,
         "ranking_flops_per_s": route["flops_per_s"],
@@ -115,6 +116,14 @@ def main() -> None:
         "command": "python bench/at_scale.py " + " ".join(sys.argv[1:]),
     }
     print(json.dumps(record))
+
+
+def _pbg_ratio(epochs: dict) -> dict:
+    """PyTorch-BigGraph's epoch over the baseline's, when the sitting trained it too (``--pbg-python``)."""
+    seconds = epochs["epoch_seconds"]
+    if "pytorch-biggraph" not in seconds:
+        return {}
+    return {"epoch_ratio_pbg_over_baseline": round(seconds["pytorch-biggraph"] / seconds["baseline"], 3)}
 
 
 if __name__ == "__main__":
