@@ -81,7 +81,7 @@ def main() -> None:
     approximate = serving["approximate"][str(args.approximate_probe)]
     record = {
         "graph": "FB15k-237 replicated, K = 137: 1,853,898 entities, 19,311,521 training triples; ComplEx dim 100",
-        "epoch_seconds": epochs["epoch_seconds"],
+        "epoch_seconds": {side: round(seconds, 2) for side, seconds in epochs["epoch_seconds"].items()},
         "epoch_ratio_jobi_over_baseline": epochs["jobi_over_baseline"]["median"],
         **_pbg_ratio(epochs),
         "validation_seconds": route["seconds"],

@@ -78,7 +78,7 @@ def main() -> None:
         {
             "bench": "epoch_seconds",
             "metric": "seconds of one whole epoch through jobi-tf train (validation and test excluded)",
-            "epoch_seconds": {name: statistics.median(values) for name, values in seconds.items()},
+            "epoch_seconds": {name: round(statistics.median(values), 2) for name, values in seconds.items()},
             "rounds": seconds,
             "ratio": f"{second} / {first}",
             "jobi_over_baseline": {
