@@ -101,21 +101,16 @@ def main() -> None:
         **({"serving_bfloat16_table": _bfloat16(_read(args.bfloat16_serving))} if args.bfloat16_serving else {}),
         "cpu": ranking["machine"],
         **({"avx2_capped": _capped(_read(args.avx2_ranking))} if args.avx2_ranking else {}),
-        "sources": {
-            name: {"file": path, "command": _read(path)["command"]}
-            for name, path in (
-                ("epochs", args.epochs),
-                ("ranking", args.ranking),
-                ("serving", args.serving),
-                ("exact_serving", args.exact_serving),
-                ("avx2_ranking", args.avx2_ranking),
-                ("bfloat16_serving", args.bfloat16_serving),
-            )
-            if path
-        },
+        "sources": _sources(args),
         "command": "python bench/at_scale.py " + " ".join(sys.argv[1:]),
     }
     print(json.dumps(record))
+
+
+def _sources(args) -> dict:
+    """Each raw file read, with the command that made it."""
+    files = ("epochs", "ranking", "serving", "exact_serving", "avx2_ranking", "bfloat16_serving")
+    return {name: {"file": path, "command": _read(path)["command"]} for name in files if (path := getattr(args, name))}
 
 
 def _pbg_ratio(epochs: dict) -> dict:

@@ -62,13 +62,8 @@ def main() -> None:
     commands, pbg_resolved = {}, None
     for round_ in range(args.rounds):
         for name, own in ((first, args.baseline), (second, args.jobi)):
-            run_dir = out / f"{name}-{round_}"
-            command = ["jobi-tf", "train", *common, *shlex.split(own), "--epochs", "1", "--out", str(run_dir)]
-            commands[name] = " ".join(command[:-1] + ["OUT"])
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-            history = json.loads((run_dir / "metrics.json").read_text())["history"]
-            seconds[name].append(round(next(h["epoch_seconds"] for h in history if "epoch_seconds" in h), 1))
-            shutil.rmtree(run_dir)  # (its checkpoint is the size of the tables: 4.5 GB at 1.85M entities)
+            epoch, commands[name] = jobi_tf_epoch([*common, *shlex.split(own)], out / f"{name}-{round_}")
+            seconds[name].append(epoch)
         if args.pbg_python:
             pbg_seconds, commands["pytorch-biggraph"], pbg_resolved = pbg_epoch(args, common, out / f"pbg-{round_}")
             seconds.setdefault("pytorch-biggraph", []).append(pbg_seconds)
@@ -92,6 +87,16 @@ def main() -> None:
             "versions": versions(),
         }
     )
+
+
+def jobi_tf_epoch(flags: list[str], run_dir: Path) -> tuple[float, str]:
+    """Seconds of one ``jobi-tf train`` epoch (its history's ``epoch_seconds``) and the command."""
+    command = ["jobi-tf", "train", *flags, "--epochs", "1", "--out", str(run_dir)]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    history = json.loads((run_dir / "metrics.json").read_text())["history"]
+    shutil.rmtree(run_dir)  # (its checkpoint is the size of the tables: 4.5 GB at 1.85M entities)
+    seconds = round(next(h["epoch_seconds"] for h in history if "epoch_seconds" in h), 1)
+    return seconds, " ".join(command[:-1] + ["OUT"])
 
 
 def pbg_epoch(args, common: list[str], out: Path) -> tuple[float, str, dict]:

@@ -81,6 +81,20 @@ def batches(index, joint: bool, free_rows: bool, args) -> list[dict]:
     return out
 
 
+def time_variant(index, joint: bool, free: bool, args) -> dict:
+    """Median and passes (ms) of one variant's compiled step on its own batches."""
+    keras.utils.set_random_seed(0)
+    every = args.pair_every if joint else 1
+    model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=every)
+    model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
+    step = compiled_train_step(model)
+    passes = [1e3 * s for s in step_passes(step, batches(index, joint, free, args), args.passes)]
+    del model, step
+    keras.backend.clear_session()
+    print(f"joint={joint} free_rows={free}: {statistics.median(passes):.2f} ms", file=sys.stderr)
+    return {"median_ms": round(statistics.median(passes), 2), "passes_ms": [round(p, 2) for p in passes]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="a graph folder (default: $JOBI_TF_DATA_DIR/fb15k-237)")
@@ -94,29 +108,15 @@ def main() -> None:
     folder = data_dir("fb15k-237", args.data_dir)
     _, _, index = load_index(DataConfig(data_dir=str(folder)))
     scored_batch.ScoredBatch._rows = _rows_free
-    compiled: dict[str, dict] = {}
-    for name, joint, free in (
-        ("baseline", False, False),
-        ("jobi", True, False),
-        ("jobi_free_rows", True, True),
-        ("baseline_again", False, False),
-    ):
-        keras.utils.set_random_seed(0)
-        model = JoBiModel(
-            index.num_entities,
-            index.num_relations,
-            dim=args.dim,
-            joint=joint,
-            pair_every=args.pair_every if joint else 1,
+    compiled = {
+        name: time_variant(index, joint, free, args)
+        for name, joint, free in (
+            ("baseline", False, False),
+            ("jobi", True, False),
+            ("jobi_free_rows", True, True),
+            ("baseline_again", False, False),
         )
-        model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
-        passes = [
-            1e3 * s for s in step_passes(compiled_train_step(model), batches(index, joint, free, args), args.passes)
-        ]
-        compiled[name] = {"median_ms": round(statistics.median(passes), 2), "passes_ms": [round(p, 2) for p in passes]}
-        print(f"{name}: {compiled[name]['median_ms']} ms", file=sys.stderr)
-        del model
-        keras.backend.clear_session()
+    }
     base = statistics.mean([compiled["baseline"]["median_ms"], compiled["baseline_again"]["median_ms"]])
     emit(
         {
