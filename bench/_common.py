@@ -185,3 +185,30 @@ def step_passes(step, batches: list, passes: int, warmup: int = 2) -> list[float
         float(loss)  # wait for the last step
         seconds.append((time.perf_counter() - start) / len(batches))
     return seconds
+
+
+def shared_batch_sampler(**settings):
+    """The step-cost scripts' sampler: 1000 positives x 100 negatives, the uniform ones shared
+    by the batch, one corrupted side per positive; ``settings`` add the variant's (``p``,
+    ``biased_chunk``, ...)."""
+    from jobi_tf.config import SamplerConfig
+
+    return SamplerConfig(batch_size=1000, neg=100, shared_negatives=1000, corrupt_side="per-positive", **settings)
+
+
+def timed_model_steps(index, batches: list, *, joint: bool, pair_every: int, args) -> list[float]:
+    """Seconds per step of each timed pass (`step_passes`) of a fresh ComplEx `JoBiModel`'s
+    compiled train step (`compiled_train_step`) on ``batches``; ``args`` gives ``dim``,
+    ``optimizer``, ``lr`` and ``passes``. The model is freed after."""
+    import keras
+
+    from jobi_tf.models import JoBiModel
+    from jobi_tf.optimizers import make_optimizer
+
+    keras.utils.set_random_seed(0)
+    model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=pair_every)
+    model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
+    seconds = step_passes(compiled_train_step(model), batches, args.passes)
+    del model
+    keras.backend.clear_session()
+    return seconds

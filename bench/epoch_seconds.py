@@ -68,7 +68,8 @@ def main() -> None:
             pbg_seconds, commands["pytorch-biggraph"], pbg_resolved = pbg_epoch(args, common, out / f"pbg-{round_}")
             seconds.setdefault("pytorch-biggraph", []).append(pbg_seconds)
     ratios = [j / b for b, j in zip(seconds[first], seconds[second], strict=True)]
-    pbg_ratios = [p / b for b, p in zip(seconds[first], seconds.get("pytorch-biggraph", []), strict=False)]
+    pbg = seconds.get("pytorch-biggraph")
+    pbg_ratios = [p / b for b, p in zip(seconds[first], pbg, strict=True)] if pbg else []
     emit(
         {
             "bench": "epoch_seconds",

@@ -29,18 +29,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import compiled_train_step, data_dir, emit, provenance, step_passes, versions  # noqa: E402, I001
+from _common import data_dir, emit, provenance, shared_batch_sampler, timed_model_steps, versions  # noqa: E402, I001
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
+from jobi_tf.config import DataConfig  # noqa: E402
 from jobi_tf.contracts import features as F  # noqa: E402
 from jobi_tf.contracts import scored_batch  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
-from jobi_tf.models import JoBiModel  # noqa: E402
-from jobi_tf.optimizers import make_optimizer  # noqa: E402
 from jobi_tf.sampling.pipelines import make_train_dataset  # noqa: E402
 
 POSITIONS = "chunk_positions"  # this probe's own feature: rows of [heads; tails] of the batch
@@ -56,14 +53,7 @@ def _rows_free(self, key: str) -> tf.Tensor:
 
 
 def batches(index, joint: bool, free_rows: bool, args) -> list[dict]:
-    cfg = SamplerConfig(
-        batch_size=1000,
-        neg=100,
-        shared_negatives=1000,
-        corrupt_side="per-positive",
-        p=0.3 if joint else 0.0,
-        biased_chunk=10 if joint else 0,
-    )
+    cfg = shared_batch_sampler(p=0.3 if joint else 0.0, biased_chunk=10 if joint else 0)
     pair_every = args.pair_every if joint else 1
     stream = iter(make_train_dataset(index, cfg, seed=0, pair_labels=joint, pair_every=pair_every))
     rng, out = np.random.default_rng(0), []
@@ -72,7 +62,7 @@ def batches(index, joint: bool, free_rows: bool, args) -> list[dict]:
         if free_rows:  # each run's candidates: random positives' entities on the run's corrupted side
             triples, tail = batch[F.TRIPLES].numpy(), batch[F.POSITIVE_CORRUPT_TAIL].numpy()
             runs, k = batch[F.CHUNK_CANDIDATES].shape
-            side = tail.reshape(runs, -1)[:, :1].astype(np.int32)  # sorted by slot: one side a run
+            side = tail.reshape(runs, -1)[:, :1].astype(np.int32)  # the run's first side (the speed is the same)
             positions = rng.integers(0, len(triples), size=(runs, k)).astype(np.int32) + len(triples) * side
             batch[POSITIONS] = tf.constant(positions)
             ends = np.concatenate([triples[:, 0], triples[:, 2]])
@@ -83,14 +73,9 @@ def batches(index, joint: bool, free_rows: bool, args) -> list[dict]:
 
 def time_variant(index, joint: bool, free: bool, args) -> dict:
     """Median and passes (ms) of one variant's compiled step on its own batches."""
-    keras.utils.set_random_seed(0)
     every = args.pair_every if joint else 1
-    model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=every)
-    model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
-    step = compiled_train_step(model)
-    passes = [1e3 * s for s in step_passes(step, batches(index, joint, free, args), args.passes)]
-    del model, step
-    keras.backend.clear_session()
+    seconds = timed_model_steps(index, batches(index, joint, free, args), joint=joint, pair_every=every, args=args)
+    passes = [1e3 * s for s in seconds]
     print(f"joint={joint} free_rows={free}: {statistics.median(passes):.2f} ms", file=sys.stderr)
     return {"median_ms": round(statistics.median(passes), 2), "passes_ms": [round(p, 2) for p in passes]}
 

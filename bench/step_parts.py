@@ -30,16 +30,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import compiled_train_step, emit, peak_rss_gib, provenance, step_passes, versions  # noqa: E402, I001
+from _common import emit, peak_rss_gib, provenance, shared_batch_sampler, timed_model_steps, versions  # noqa: E402, I001
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jobi_tf  # noqa: E402
-from jobi_tf.config import DataConfig, SamplerConfig  # noqa: E402
+from jobi_tf.config import DataConfig  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
-from jobi_tf.models import JoBiModel  # noqa: E402
-from jobi_tf.optimizers import make_optimizer  # noqa: E402
 from jobi_tf.sampling.pipelines import make_train_dataset  # noqa: E402
 
 VARIANTS = {"baseline": dict(p=0.0, biased_chunk=0), "jobi": dict(p=0.3, biased_chunk=10)}
@@ -49,7 +46,7 @@ def time_parts(index, variant: str, args) -> dict:
     joint = variant == "jobi"
     settings = {**VARIANTS[variant], **({"biased_chunk": args.biased_chunk} if joint and args.biased_chunk else {})}
     settings |= {"biased_draw": args.biased_draw} if joint else {}
-    cfg = SamplerConfig(batch_size=1000, neg=100, shared_negatives=1000, corrupt_side="per-positive", **settings)
+    cfg = shared_batch_sampler(**settings)
     pair_every = args.pair_every if joint else 1
     stream = iter(make_train_dataset(index, cfg, seed=0, pair_labels=joint, pair_every=pair_every))
     for _ in range(10):
@@ -60,12 +57,7 @@ def time_parts(index, variant: str, args) -> dict:
     rows = {"distinct_entity_rows": round(statistics.mean(distinct_rows(b) for b in batches), 1)}
     if args.pipeline_only:
         return {"pipeline_ms": round(pipeline * 1e3, 2), **rows}
-    keras.utils.set_random_seed(0)
-    model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=pair_every)
-    model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
-    passes = step_passes(compiled_train_step(model), batches, args.passes)
-    del model
-    keras.backend.clear_session()
+    passes = timed_model_steps(index, batches, joint=joint, pair_every=pair_every, args=args)
     compiled = statistics.median(passes)
     return {
         "pipeline_ms": round(pipeline * 1e3, 2),
