@@ -39,6 +39,7 @@ __all__ = [
     "PAIR_LABELS_TAIL",
     "PAIR_LABELS_HEAD",
     "NEGATIVE_LOG_Q",
+    "NEGATIVE_PRIOR",
     "QUERY_IS_TAIL",
     "ANSWER_LABELS",
     "QUERY_PAIR_LABELS",
@@ -131,6 +132,14 @@ NEGATIVE_LOG_Q = Feature(
     _SAMPLER,
     "log of each candidate's draw probability over a uniform draw's (0 for biased ones): --logq-correction",
 )
+NEGATIVE_PRIOR = Feature(
+    "negative_prior",
+    "float32",
+    ("B", "K"),
+    POSITIVE,
+    _SAMPLER,
+    "W x (the slot log counts of each candidate's triple minus the positive's): --slot-prior-in-loss",
+)
 PAIR_LABELS_TAIL = Feature(
     "pair_labels_tail", "float32", ("B", "E"), POSITIVE, _SLOTS, "1 where an entity was seen as the relation's tail"
 )
@@ -159,6 +168,7 @@ FEATURES: dict[str, Feature] = {
         CHUNK_CANDIDATES,
         CHUNK_CORRUPT_TAIL,
         NEGATIVE_LOG_Q,
+        NEGATIVE_PRIOR,
         PAIR_LABELS_TAIL,
         PAIR_LABELS_HEAD,
         QUERY_IS_TAIL,

@@ -192,6 +192,16 @@ class KGIndex:
         tails, heads = self.train_tails.membership_keys(e), self.train_heads.membership_keys(e)
         return np.concatenate([tails, heads + self.num_relations * e])
 
+    @functools.cached_property
+    def slot_counts(self) -> np.ndarray:
+        """int32 counts of `slot_keys`, in their order: how many training triples put each
+        entity in each slot (what the slot prior and the counts in the loss add, as logs)."""
+        train, e = self.train.astype(np.int64), self.num_entities
+        tails = train[:, 1] * e + train[:, 2]
+        heads = (self.num_relations + train[:, 1]) * e + train[:, 0]
+        at = np.searchsorted(self.slot_keys, np.concatenate([tails, heads]))
+        return np.bincount(at, minlength=len(self.slot_keys)).astype(np.int32)
+
     def slot_rows(self) -> np.ndarray:
         """bool ``[2R, E]``: row ``r`` marks the entities seen as tails of ``r`` in training, row
         ``R + r`` those seen as its heads. ``2 R E`` bytes: callers check that it fits first."""

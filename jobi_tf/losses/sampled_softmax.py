@@ -17,7 +17,11 @@ class SampledSoftmax(Objective):
     ``L = logsumexp(logits) - logits[0]`` per positive, batch-averaged; a candidate equal to
     the positive (``valid_negative`` False) is masked out of the softmax. With
     ``--logq-correction`` the batches carry ``negative_log_q``, subtracted from the candidates'
-    logits (the sampled softmax's correction for negatives drawn by degree).
+    logits (the sampled softmax's correction for negatives drawn by degree). With
+    ``--slot-prior-in-loss`` they carry ``negative_prior``, added to the candidates' logits: the
+    slot counts' offsets relative to the positive's, so the softmax sees the scores the model
+    ranks with and the tables learn what the counts miss (logit adjustment: Menon et al., 2021,
+    "Long-tail learning via logit adjustment"; a row's common shift leaves a softmax unchanged).
     """
 
     regime = SAMPLED
@@ -33,6 +37,9 @@ class SampledSoftmax(Objective):
         log_q = batch.features.get("negative_log_q")
         if log_q is not None:
             logits -= tf.pad(log_q, [[0, 0], [1, 0]])  # the positive's column stays
+        prior = batch.features.get("negative_prior")
+        if prior is not None:
+            logits += tf.pad(prior, [[0, 0], [1, 0]])
         return {self.name: tf.where(valid, logits, MASKED_LOGIT)}
 
     def loss(self, features, logits):

@@ -51,6 +51,8 @@ def check(cfg: RunConfig) -> None:
         _check_pair_every(cfg)
         if cfg.sampler.logq_correction and cfg.train.loss != "sampled-softmax":
             raise ConfigError("logq_correction", "needs --loss sampled-softmax (a correction of a softmax's logits)")
+        if cfg.train.slot_prior_in_loss and cfg.train.loss != "sampled-softmax":
+            raise ConfigError("slot_prior_in_loss", "needs --loss sampled-softmax (an offset of a softmax's logits)")
     else:
         for name in ("shared_negatives", "biased_chunk"):  # None: chosen as 0 (`SamplerConfig.resolved`)
             if getattr(cfg.sampler, name):

@@ -33,6 +33,8 @@ class BatchPlan:
         reads: the features the model's objectives read (`reads_of`).
         pair_every: the pair head trains on positives 0, n, 2n, ... (``--pair-every``).
         provenance: sampled batches also say which negatives are biased (inspection only).
+        prior_weight: ``W`` of ``--slot-prior-in-loss``: sampled batches carry the candidates'
+            ``negative_prior`` at that weight (0: none).
 
     Two names for the biased share ``p`` (``--p``), one per layout: per triple, each negative
     is biased with probability `biased_chance`; with shared negatives, each positive gets
@@ -44,6 +46,7 @@ class BatchPlan:
     reads: frozenset[str] = frozenset()
     pair_every: int = 1
     provenance: bool = False
+    prior_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.sampler.is_resolved:
@@ -61,7 +64,10 @@ class BatchPlan:
         objectives = [losses.get(train.loss, label_smoothing=train.label_smoothing, slot_weight=train.slot_weight)]
         if cfg.model.joint:
             objectives.append(PairBCE(regime=regime, every=train.pair_every))
-        return cls(regime, sampler, reads_of(objectives), train.pair_every if cfg.model.joint else 1)
+        prior_weight = train.slot_prior if train.slot_prior_in_loss and regime == SAMPLED else 0.0
+        return cls(
+            regime, sampler, reads_of(objectives), train.pair_every if cfg.model.joint else 1, False, prior_weight
+        )
 
     @classmethod
     def sampled(
@@ -93,7 +99,12 @@ class BatchPlan:
     @property
     def looks_up_slots(self) -> bool:
         """Whether any feature asks which slots an entity was seen in (`SlotMembership`)."""
-        return bool({F.PAIR_LABELS, F.PAIR_LABELS_TAIL, F.QUERY_PAIR_LABELS} & set(self.features()))
+        return bool({F.PAIR_LABELS, F.PAIR_LABELS_TAIL, F.QUERY_PAIR_LABELS, F.NEGATIVE_PRIOR} & set(self.features()))
+
+    @property
+    def slot_prior_in_loss(self) -> bool:
+        """Whether the batches carry each candidate's ``negative_prior`` (``--slot-prior-in-loss``)."""
+        return self.regime == SAMPLED and self.prior_weight > 0
 
     @property
     def logq_correction(self) -> bool:
@@ -153,6 +164,7 @@ class BatchPlan:
             out = [F.SHARED_CANDIDATES, F.SHARED_CORRUPT_TAIL, *own, F.VALID_NEGATIVE]
         out += [F.PAIR_LABELS] if self.pair_labels else []
         out += [F.NEGATIVE_LOG_Q] if self.logq_correction else []
+        out += [F.NEGATIVE_PRIOR] if self.slot_prior_in_loss else []
         return out + ([F.POSITIVE_CORRUPT_TAIL] if self.per_positive_side else [])
 
     def _every_entity(self) -> list[F.Feature]:

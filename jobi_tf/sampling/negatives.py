@@ -84,7 +84,7 @@ class NegativeSampler:
         self._head_count = tf.constant(heads.sizes(), tf.int64)
         self._ends, self._log_q = draw_tables(index, self.cfg)
         # Only a sampler that returns pair labels looks slots up (1.85M entities: 0.6 GiB).
-        self._slots = SlotMembership(index) if cfg.looks_up_slots else None
+        self._slots = SlotMembership(index, counts=cfg.slot_prior_in_loss) if cfg.looks_up_slots else None
         self._index = index  # for the slot tables of 1-vs-all pair labels, built on first use
         self._slot_tables: tuple[tf.Tensor, tf.Tensor] | None = None
 
@@ -209,6 +209,8 @@ class NegativeSampler:
         out[F.VALID_NEGATIVE] = self._differs(triples, own[F.CANDIDATES], label_side)
         if plan.logq_correction:
             out[F.NEGATIVE_LOG_Q] = tf.where(own[F.BIASED], 0.0, tf.gather(self._log_q, own[F.CANDIDATES]))
+        if plan.slot_prior_in_loss:
+            out[F.NEGATIVE_PRIOR] = self._negative_prior(triples, own[F.CANDIDATES], label_side)
         if plan.pair_labels:
             n = plan.pair_every
             out[F.PAIR_LABELS] = self.pair_labels(rel[::n], own[F.CANDIDATES][::n], label_side[::n])
@@ -252,6 +254,8 @@ class NegativeSampler:
         if plan.logq_correction:  # the K_b biased candidates are left as they are
             shared_log_q = tf.repeat(tf.gather(self._log_q, shared[F.CANDIDATES]), c, axis=0)
             out[F.NEGATIVE_LOG_Q] = tf.concat([tf.zeros(tf.shape(own_cand)), shared_log_q], axis=1)
+        if plan.slot_prior_in_loss:
+            out[F.NEGATIVE_PRIOR] = self._negative_prior(triples, cand, label_side)
         if plan.pair_labels:
             out[F.PAIR_LABELS] = self._shared_pair_labels(rel, side, own_cand, own_tail, out, shared_tail)
         if side is not None:  # (sorted with the batch, with --biased-chunk)
@@ -302,6 +306,17 @@ class NegativeSampler:
         rel = tf.gather(triples[:, RELATION], source)
         source_side = None if side is None else tf.gather(side[:, 0], source)
         return self._draw(rel, tf.shape(source), 1.0, s_draw, source_side)
+
+    def _negative_prior(self, triples: tf.Tensor, candidates: tf.Tensor, corrupt_tail: tf.Tensor) -> tf.Tensor:
+        """``[B, K]`` ``W * (log(1 + c(slot, candidate)) - log(1 + c(slot, replaced)))``: each
+        candidate's triple's slot-prior offset over its positive's (the other end's count is the
+        same in both, so only the corrupted slot's counts differ); ``corrupt_tail`` is ``[B, 1]``
+        or ``[B, K]``."""
+        rel = triples[:, RELATION][:, None]
+        cand = self._slots.log_counts(rel, candidates, corrupt_tail)
+        own_tail = self._slots.log_counts(rel, triples[:, TAIL][:, None], tf.ones_like(rel, tf.bool))
+        own_head = self._slots.log_counts(rel, triples[:, HEAD][:, None], tf.zeros_like(rel, tf.bool))
+        return self.plan.prior_weight * (cand - tf.where(corrupt_tail, own_tail, own_head))
 
     @staticmethod
     def _differs(triples: tf.Tensor, candidates: tf.Tensor, corrupt_tail: tf.Tensor) -> tf.Tensor:

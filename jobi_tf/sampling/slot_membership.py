@@ -1,7 +1,8 @@
 """`SlotMembership`: was an entity seen in a slot of a relation in train? Asked in-graph.
 
 The sampler's pair labels are this question for every candidate of a batch
-(`jobi_tf.sampling.negatives.NegativeSampler`); it lives apart because it is the sampler's one data
+(`jobi_tf.sampling.negatives.NegativeSampler`), and with ``--slot-prior-in-loss`` it also
+answers how often (`SlotMembership.log_counts`); it lives apart because it is the sampler's one data
 structure sized by the graph (a dense table or a hash table, see the class).
 """
 
@@ -39,16 +40,25 @@ class SlotMembership:
     the rest by the search.
     """
 
-    def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES) -> None:
+    def __init__(self, index: KGIndex, dense_bytes: int = DENSE_MEMBERSHIP_BYTES, *, counts: bool = False) -> None:
         e, r = index.num_entities, index.num_relations
         self._num_entities, self._num_relations = e, r
-        self._hash = None
+        self._hash = self._log_count_table = self._count_values = None
         if 2 * r * e <= dense_bytes:
             self._table, self._keys = tf.constant(index.slot_rows().reshape(-1)), None
+            if counts:  # float32 per (slot, entity): 4x the membership bytes, still small here
+                log_counts = np.zeros(2 * r * e, np.float32)
+                log_counts[index.slot_keys] = np.log1p(index.slot_counts)
+                self._log_count_table = tf.constant(log_counts)
         else:
             self._table, self._keys = None, tf.constant(index.slot_keys, tf.int64)
+            # With counts the hash table holds each key's count (membership is a count above 0):
+            # one table answers both questions.
+            values = index.slot_counts if counts else np.ones(len(index.slot_keys), np.int32)
+            if counts:
+                self._count_values = tf.constant(values)
             if tf.executing_eagerly():  # a sampler traced inside a step (parameter servers) searches the keys
-                initializer = tf.lookup.KeyValueTensorInitializer(self._keys, tf.ones(tf.shape(self._keys), tf.int32))
+                initializer = tf.lookup.KeyValueTensorInitializer(self._keys, tf.constant(values, tf.int32))
                 self._hash = tf.lookup.StaticHashTable(initializer, default_value=0)
             self._entity_starts, self._entity_slots = self._slots_of_entities(index)
             self._slots_per_entity = len(index.slot_keys) / max(e, 1)
@@ -72,6 +82,22 @@ class SlotMembership:
         flat = tf.reshape(key, [-1])
         pos = tf.minimum(tf.searchsorted(self._keys, flat), tf.cast(tf.size(self._keys) - 1, tf.int32))
         return tf.reshape(tf.equal(tf.gather(self._keys, pos), flat), tf.shape(key))
+
+    def log_counts(self, relations: tf.Tensor, entities: tf.Tensor, tail: tf.Tensor) -> tf.Tensor:
+        """float32, the broadcast shape of the inputs: ``log(1 + c)``, ``c`` the training triples
+        that put each entity in that slot (needs ``counts=True``). Same keys as `contains`."""
+        if self._log_count_table is None and self._count_values is None:
+            raise ValueError("this SlotMembership was built without counts (counts=True)")
+        dtype = self._key_dtype
+        key = self._slot(relations, tail, dtype) * self._num_entities + tf.cast(entities, dtype)
+        if self._log_count_table is not None:
+            return tf.gather(self._log_count_table, key)
+        if self._hash is not None:
+            return tf.math.log1p(tf.cast(self._hash.lookup(key), tf.float32))
+        flat = tf.reshape(key, [-1])
+        pos = tf.minimum(tf.searchsorted(self._keys, flat), tf.cast(tf.size(self._keys) - 1, tf.int32))
+        found = tf.where(tf.equal(tf.gather(self._keys, pos), flat), tf.gather(self._count_values, pos), 0)
+        return tf.reshape(tf.math.log1p(tf.cast(found, tf.float32)), tf.shape(key))
 
     def _slot(self, relations: tf.Tensor, tail: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
         """Slot ids ``side * R + relation``, tail slots first (the layout of `KGIndex.slot_keys`,
