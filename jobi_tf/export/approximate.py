@@ -3,8 +3,11 @@
 Why a subclass: the exact signatures stay as they are; an export made with ``--cells`` adds
 ``predict_tail_approximate`` and ``predict_head_approximate``, which rank only the rows of the
 ``probe`` cells whose centroids score highest against the query (`jobi_tf.export.cells`).
-Each candidate's score is the model's exact score, and known facts are filtered as in the exact
-signatures, so the answers differ from the exact ones only by the rows never looked at.
+Each candidate's score is the model's exact score, the slot counts included when the model ranks
+with them (`jobi_tf.export.cells.SlotCells`: each slot's most frequent entities are always
+scored, and the counts raise the probe scores of the cells whose rows they lift), and known facts
+are filtered as in the exact signatures, so the answers differ from the exact ones only by the
+rows never looked at.
 ``probe`` is an input, so a client trades recall for latency per request, without a new export.
 
 The candidates' rows are read by one XLA-compiled gather and product (`_row_scores`): the export
@@ -19,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.contracts.scorer import Scorer
-from jobi_tf.export.cells import CellIndex, Cells
+from jobi_tf.export.cells import FREQUENT, CellIndex, Cells, SlotCells, counts_in_cells
 from jobi_tf.export.scorer_module import _K, _NAMES, TripleScorerModule
 from jobi_tf.export.served_tables import read_value
 from jobi_tf.runtime.errors import ExportError
@@ -53,15 +56,15 @@ class ApproximateScorerModule(TripleScorerModule):
     """`TripleScorerModule` with the two approximate signatures.
 
     Args:
-        *args, **kwargs: `TripleScorerModule`'s.
+        *args, **kwargs: `TripleScorerModule`'s (its ``slot_prior`` in the export's numbering).
         cells: `jobi_tf.export.cells.Cells`, from `jobi_tf.export.cells.kmeans_cells`.
 
     Raises:
-        ExportError: a scorer that is not a dot product of a query and a row, or a model with a
-            slot prior (its offsets are per entity, not per row of a cell).
+        ExportError: a scorer that is not a dot product of a query and a row.
     """
 
     entity_columns = False  # candidates are gathered as rows: 10^5 strided column reads are far slower
+    frequent = FREQUENT  # with slot counts: each slot's entities always scored (`SlotCells`)
 
     def __init__(self, *args, cells: Cells, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -69,12 +72,12 @@ class ApproximateScorerModule(TripleScorerModule):
             raise ExportError(
                 f"--cells: the {type(self._scorer).__name__} scorer is not a dot product of query and row"
             )
-        if self.slot_prior is not None:
-            raise ExportError(
-                "--cells: the slot counts are per entity, not per cell; a sampled run's tables alone are served "
-                "from cells with --slot-prior 0"
-            )
         self.cells = CellIndex(cells)
+        self.slot_cells = None
+        if self.slot_prior is not None:
+            keys, values = self.slot_prior.sparse_arrays()
+            args = (len(cells.centroids), self.num_entities, self.num_relations, self.frequent)
+            self.slot_cells = SlotCells(keys, values, cells.cell, *args)
 
     @tf.function(input_signature=[_NAMES, _NAMES, _K, _K], autograph=False)
     def predict_tail_approximate(
@@ -99,24 +102,35 @@ class ApproximateScorerModule(TripleScorerModule):
         query = queries.tail(anchor, r) if side == "tail" else queries.head(r, anchor)  # [B, W]
         known = self.known_tails if side == "tail" else self.known_heads
         k = tf.clip_by_value(k, 0, self.num_entities)
+        slots, shifts = self._slots_and_shifts(side, anchor, r)
 
-        def answer(inputs: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
-            one, key = inputs
-            candidates = self.cells.candidates(one[None, :], probe)  # entity ids [1, (n)]
-            scores = self._scores(candidates.flat_values, one)  # <query, row>
+        def answer(inputs: tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+            one, key, slot, shift = inputs
+            bonus = None
+            if self.slot_cells is not None:
+                bonus = self.slot_prior.weight * tf.gather(self.slot_cells.bound.value(), slot)[None]
+            chosen = self.cells.probe(one[None, :], probe, bonus)  # [1, P]
+            ids = self.cells.rows_of(chosen).flat_values  # entity ids [n]
+            scores = self._scores(ids, one)  # <query, row>
+            if self.slot_cells is not None:
+                counts = self.slot_prior.sparse_arrays()
+                in_cells = counts_in_cells(*counts, self.cells.offsets.value(), chosen[0], slot, self.num_entities)
+                scores += self.slot_prior.weight * in_cells + shift
             if known is not None:
-                scores = tf.where(known.contains(key[None], candidates), tf.constant(-np.inf, scores.dtype), scores)
+                scores = tf.where(_known(known, key, ids), tf.constant(-np.inf, scores.dtype), scores)
+            if self.slot_cells is not None:
+                ids, scores = self._with_frequent(ids, scores, one, key, slot, shift, known, k)
             best, position = tf.math.top_k(scores, k=tf.minimum(k, tf.size(scores)))
             missing = [[0, k - tf.size(best)]]  # fewer candidates than k: no answers, as a typed slot
             return tf.pad(best, missing, constant_values=-np.inf), tf.pad(
-                tf.gather(candidates.flat_values, position), missing, constant_values=-1
+                tf.gather(ids, position), missing, constant_values=-1
             )
 
         keys = anchor * self.num_relations + r
         spec = (tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32))
         best, chosen = tf.cond(  # (map_fn cannot stack the results of an empty batch)
             tf.size(keys) > 0,
-            lambda: tf.map_fn(answer, (query, keys), fn_output_signature=spec),  # [B, k] each
+            lambda: tf.map_fn(answer, (query, keys, slots, shifts), fn_output_signature=spec),  # [B, k] each
             lambda: (tf.zeros([0, k], tf.float32), tf.zeros([0, k], tf.int32)),
         )
         answers = tf.where(tf.math.is_inf(best), "", self.entity_names.lookup(tf.cast(chosen, tf.int64)))
@@ -126,8 +140,42 @@ class ApproximateScorerModule(TripleScorerModule):
             "found": found,
         }
 
+    def _slots_and_shifts(self, side: str, anchor: tf.Tensor, r: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(slot [B], shift [B])``: the slot each query asks (tail slots first, then head slots)
+        and the counts' part of its score that every candidate shares (the given entity's count
+        in its own slot), so the scores equal the exact signatures'. Zeros without counts."""
+        r64, anchor64 = tf.cast(r, tf.int64), tf.cast(anchor, tf.int64)
+        tail_slot, head_slot = r64, r64 + self.num_relations
+        slot, other = (tail_slot, head_slot) if side == "tail" else (head_slot, tail_slot)
+        if self.slot_prior is None:
+            return slot, tf.zeros(tf.shape(slot), tf.float32)
+        prior = self.slot_prior.read()
+        return slot, prior.weight * prior.log_counts(other, anchor64)
+
+    def _with_frequent(self, ids, scores, query, key, slot, shift, known, k) -> tuple[tf.Tensor, tf.Tensor]:
+        """The cells' candidates with the slot's most frequent entities (`SlotCells`): the best
+        ``k + F`` of the cells' (an entity in both lists has one score; the frequent copy stays),
+        then the frequent ones, scored exactly."""
+        frequent, counts = self.slot_cells.frequent(slot)
+        f = tf.size(frequent)
+        padded = tf.pad(frequent, [[0, self.slot_cells.width - f]])  # one compiled size
+        extra = _row_scores(read_value(self.entities.values), padded, query)[:f]
+        extra += self.slot_prior.weight * counts + shift
+        if known is not None:
+            extra = tf.where(_known(known, key, frequent), tf.constant(-np.inf, extra.dtype), extra)
+        best, position = tf.math.top_k(scores, k=tf.minimum(k + f, tf.size(scores)))
+        kept = tf.gather(ids, position)
+        twice = tf.reduce_any(kept[:, None] == frequent[None, :], axis=1)
+        best = tf.where(twice, tf.constant(-np.inf, best.dtype), best)
+        return tf.concat([kept, frequent], 0), tf.concat([best, extra], 0)
+
     def _scores(self, ids: tf.Tensor, query: tf.Tensor) -> tf.Tensor:
         """``<query, row>`` of each id's row, through `_row_scores` on ids padded to `padded_size`."""
         n = tf.size(ids)
         padded = tf.pad(ids, [[0, padded_size(n) - n]])  # (id 0's row: scored, then cut off)
         return _row_scores(read_value(self.entities.values), padded, query)[:n]
+
+
+def _known(known, key: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
+    """bool ``[n]``: each of one query's candidate ``ids`` is a known fact of its ``key``."""
+    return known.contains(key[None], tf.RaggedTensor.from_tensor(ids[None]))

@@ -16,7 +16,17 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["Cells", "CellIndex", "kmeans_cells", "default_cells", "cell_order", "SLACK"]
+__all__ = [
+    "Cells",
+    "CellIndex",
+    "SlotCells",
+    "counts_in_cells",
+    "kmeans_cells",
+    "default_cells",
+    "cell_order",
+    "SLACK",
+    "FREQUENT",
+]
 
 #: How much of a cell's radius its probe score adds, per unit of the query's norm (see `CellIndex.candidates`).
 SLACK = 0.5
@@ -106,10 +116,15 @@ class CellIndex(tf.Module):
         self.slack = tf.Variable(SLACK, trainable=False, name="slack")  # a variable: a study may sweep it
         self.offsets = tf.Variable(offsets, trainable=False, name="offsets")  # cell c: ids offsets[c]..offsets[c+1]-1
 
-    def candidates(self, queries: tf.Tensor, probe: tf.Tensor) -> tf.RaggedTensor:
-        """Entity ids ``[B, (n)]`` of the ``probe`` cells with the highest probe scores for each query.
+    def candidates(self, queries: tf.Tensor, probe: tf.Tensor, bonus: tf.Tensor | None = None) -> tf.RaggedTensor:
+        """Entity ids ``[B, (n)]`` of the ``probe`` cells with the highest probe scores for each query."""
+        return self.rows_of(self.probe(queries, probe, bonus))
 
-        A cell's probe score is ``<q, centroid> + SLACK * |q| * radius``. Why not the centroid's
+    def probe(self, queries: tf.Tensor, probe: tf.Tensor, bonus: tf.Tensor | None = None) -> tf.Tensor:
+        """int32 ``[B, P]``: each query's ``probe`` cells with the highest probe scores, in id order.
+
+        A cell's probe score is ``<q, centroid> + SLACK * |q| * radius``, plus ``bonus [B, C]``
+        when given: the most the slot counts add to any row of the cell (`SlotCells`). Why not the centroid's
         score alone: the best score is an inner product, not a distance, and a wide cell can hold
         a row far better than its centroid (with ``SLACK = 1`` the score is the bound
         ``<q, x> <= <q, c> + |q| |x - c|``, loose in high dimension). At 1.85M entities, dim
@@ -118,10 +133,100 @@ class CellIndex(tf.Module):
         """
         centroids = self.centroids.value()
         probe = tf.clip_by_value(probe, 1, tf.shape(centroids)[0])
-        slack = self.slack.value() * tf.norm(queries, axis=1, keepdims=True) * self.radius.value()[None, :]
-        _, chosen = tf.math.top_k(tf.matmul(queries, centroids, transpose_b=True) + slack, k=probe)  # [B, P]
-        offsets = self.offsets.value()
-        flat = tf.reshape(tf.sort(chosen, axis=1), [-1])  # [B * P], in id order: the runs are read in order
+        scores = tf.matmul(queries, centroids, transpose_b=True)
+        scores += self.slack.value() * tf.norm(queries, axis=1, keepdims=True) * self.radius.value()[None, :]
+        if bonus is not None:
+            scores += bonus
+        _, chosen = tf.math.top_k(scores, k=probe)  # [B, P]
+        return tf.sort(chosen, axis=1)  # in id order: the runs are read in order
+
+    def rows_of(self, chosen: tf.Tensor) -> tf.RaggedTensor:
+        """Entity ids ``[B, (n)]`` of the cells ``chosen [B, P]``, cell after cell."""
+        offsets, probe = self.offsets.value(), tf.shape(chosen)[1]
+        flat = tf.reshape(chosen, [-1])
         spans = tf.ragged.range(tf.gather(offsets, flat), tf.gather(offsets, flat + 1))  # [B * P, (n)]
         ids = tf.cast(spans.flat_values, tf.int32)
         return tf.RaggedTensor.from_row_splits(ids, spans.row_splits[::probe])  # each query's P cells, one row
+
+
+#: Each slot's most frequent entities an approximate query always scores (`SlotCells`).
+FREQUENT = 64
+
+
+class SlotCells(tf.Module):
+    """What the slot counts (`jobi_tf.models.slot_prior`) add to an approximate query, cell by cell.
+
+    Why: a served score is ``<q, row> + w * log(1 + count in the slot)``, and a cell probed by its
+    rows' products alone misses the entities the counts lift (at 1.85M entities the exact answers
+    of the tables alone kept half of the counts' top 10, docs/serving.md). Two parts:
+
+    * each slot's `FREQUENT` most frequent entities (its hubs), always scored, wherever their rows lie;
+    * for every other entity, the largest log count of a cell's rows in each slot (``bound [2R, C]``),
+      which ``w`` times joins the cell's probe score: the bound ``<q, x> <= <q, c> + |q| |x - c|``
+      with the counts added stays a bound (`CellIndex.probe`).
+
+    Args:
+        keys, values: the sparse counts (`jobi_tf.models.slot_prior.slot_counts`: sorted keys
+            ``slot * E + entity`` in the export's numbering, log counts).
+        cell: ``[E]`` each entity's cell, nondecreasing (entities numbered cell by cell).
+        cells: the number of cells ``C``.
+        num_entities, num_relations: ``E`` and ``R``.
+        frequent: entities always scored per slot.
+    """
+
+    def __init__(self, keys, values, cell, cells: int, num_entities: int, num_relations: int, frequent=FREQUENT):
+        super().__init__(name="slot_cells")
+        keys, values, cell = np.asarray(keys, np.int64), np.asarray(values, np.float32), np.asarray(cell, np.int64)
+        e, slots = int(num_entities), 2 * int(num_relations)
+        slot = keys // e
+        starts = np.searchsorted(slot, np.arange(slots + 1))
+        # Rank within each slot by count (highest first; ties: lower id first), so the top ranks are its hubs.
+        order = np.lexsort((keys, -values, slot))
+        rank = np.empty(len(keys), np.int64)
+        rank[order] = np.arange(len(keys)) - starts[slot[order]]
+        top = rank < frequent
+        by_slot = order[top[order]]  # the frequent ones, slot by slot, highest count first
+        self.frequent_offsets = tf.Variable(
+            np.concatenate([[0], np.cumsum(np.bincount(slot[top], minlength=slots))]).astype(np.int64),
+            trainable=False,
+            name="frequent_offsets",
+        )
+        self.frequent_ids = tf.Variable((keys[by_slot] % e).astype(np.int32), trainable=False, name="frequent_ids")
+        self.frequent_counts = tf.Variable(values[by_slot], trainable=False, name="frequent_counts")
+        self.width = int(frequent)
+        # The rest: (slot, cell) groups are runs of the sorted keys, since ids go cell by cell.
+        rest = ~top
+        group = slot[rest] * cells + cell[keys[rest] % e]
+        bound = np.zeros(slots * cells, np.float32)
+        if len(group):
+            firsts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+            bound[group[firsts]] = np.maximum.reduceat(values[rest], firsts)
+        self.bound = tf.Variable(bound.reshape(slots, cells), trainable=False, name="bound")
+
+    def frequent(self, slot: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(ids [F], log counts [F])``: the slot's most frequent entities (``F <= FREQUENT``)."""
+        offsets = self.frequent_offsets.value()
+        lo, hi = offsets[slot], offsets[slot + 1]
+        return self.frequent_ids.value()[lo:hi], self.frequent_counts.value()[lo:hi]
+
+
+def counts_in_cells(
+    keys: tf.Tensor, values: tf.Tensor, cell_offsets: tf.Tensor, chosen: tf.Tensor, slot, e
+) -> tf.Tensor:
+    """float32 ``[n]``: the log count in ``slot`` of each row of the cells ``chosen [P]`` (in id
+    order, cell after cell, as `CellIndex.rows_of` lists them); 0 where none.
+
+    Why not a lookup per row: a binary search of tens of millions of keys per candidate costs about
+    a microsecond each (most levels miss the cache); but a slot's keys in one cell are one run of
+    the sorted keys (ids go cell by cell), so two searches a cell find them all."""
+    e = tf.cast(e, tf.int64)
+    slot = tf.cast(slot, tf.int64)
+    starts, ends = tf.gather(cell_offsets, chosen), tf.gather(cell_offsets, chosen + 1)  # [P] id ranges
+    sizes = ends - starts
+    first = tf.cumsum(sizes, exclusive=True)  # each cell's first position among the rows
+    lo = tf.searchsorted(keys, slot * e + starts, out_type=tf.int64)
+    hi = tf.searchsorted(keys, slot * e + ends, out_type=tf.int64)
+    spans = tf.ragged.range(lo, hi)
+    at, which = spans.flat_values, spans.value_rowids()
+    position = tf.gather(first, which) + tf.gather(keys, at) - slot * e - tf.gather(starts, which)
+    return tf.scatter_nd(position[:, None], tf.gather(values, at), tf.reduce_sum(sizes)[None])

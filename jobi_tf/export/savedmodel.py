@@ -34,6 +34,7 @@ from jobi_tf.export.approximate import ApproximateScorerModule
 from jobi_tf.export.cells import Cells, cell_order, default_cells, kmeans_cells
 from jobi_tf.export.scorer_module import TripleScorerModule, scorer_module
 from jobi_tf.models import JoBiModel
+from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior
 from jobi_tf.runtime.errors import ExportError
 from jobi_tf.serving.contract import (
     APPROXIMATE_SIGNATURES,
@@ -131,9 +132,11 @@ def export_saved_model(
     reciprocal = bool(getattr(model, "reciprocal", False))
     _check_inputs(entity_table, relation_table, entities, relations, cfg, train_triples, reciprocal)
     version, final = _version_folder(base, cfg)
-    entity_table, entity_labels, train_triples, cells = _with_cells(cfg, entity_table, entities.labels, train_triples)
+    entity_table, entity_labels, train_triples, cells, prior = _with_cells(
+        cfg, entity_table, entities.labels, train_triples, getattr(model, "prior", None)
+    )
     tables = (entity_table, relation_table)
-    module = _module_factory(model, tables, len(relations), cfg, train_triples, calibration, cells)
+    module = _module_factory(model, tables, len(relations), cfg, train_triples, calibration, cells, prior)
     info = {**_metadata(model, len(entities), len(relations), cfg, calibration), **(metadata or {})}
     _write_version(module, entity_labels, relations, _signatures(cfg), info, final)
     logger.info("exported %s", final)
@@ -159,6 +162,7 @@ def _module_factory(
     train_triples: np.ndarray | None,
     calibration: Calibration | None,
     cells: Cells | None,
+    prior: SlotPrior | SparseSlotPrior | None = None,
 ) -> Callable[[Path], TripleScorerModule]:
     """What the export holds, as ``vocab_dir -> module``: the served object over the vocabulary
     files written to ``vocab_dir``, with the facts, slots, pair table and cells ``cfg`` asks for.
@@ -169,7 +173,7 @@ def _module_factory(
     pair_table = _pair_table(model) if cfg.pair_head else None
     extra = {"table_dtype": cfg.table_dtype}
     if cells is not None:
-        extra |= {"module_class": ApproximateScorerModule, "cells": cells}
+        extra |= {"module_class": ApproximateScorerModule, "cells": cells, "slot_prior": prior}
 
     def module(vocab_dir: Path) -> TripleScorerModule:
         return scorer_module(
@@ -188,13 +192,18 @@ def _module_factory(
 
 
 def _with_cells(
-    cfg: ExportConfig, entity_table: np.ndarray, labels: np.ndarray, train_triples: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Cells | None]:
-    """``(entity rows, names, training triples, cells)`` as the export holds them: with
-    ``cfg.cells``, the k-means cells and every entity renumbered cell by cell
-    (`jobi_tf.export.cells.cell_order`); else unchanged, and no cells."""
+    cfg: ExportConfig,
+    entity_table: np.ndarray,
+    labels: np.ndarray,
+    train_triples: np.ndarray | None,
+    prior: SlotPrior | SparseSlotPrior | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Cells | None, SlotPrior | SparseSlotPrior | None]:
+    """``(entity rows, names, training triples, cells, slot prior)`` as the export holds them:
+    with ``cfg.cells``, the k-means cells and every entity renumbered cell by cell
+    (`jobi_tf.export.cells.cell_order`), the slot counts as sparse counts so renumbered; else
+    unchanged, and no cells."""
     if not cfg.cells:
-        return entity_table, labels, train_triples, None
+        return entity_table, labels, train_triples, None, prior
     count = _cells(cfg, len(labels))
     logger.info("k-means: %d cells over %d entity rows", count, len(labels))
     order, cells = cell_order(kmeans_cells(entity_table, count))
@@ -203,7 +212,9 @@ def _with_cells(
     if train_triples is not None:
         train_triples = np.asarray(train_triples).copy()
         train_triples[:, [0, 2]] = new_id[train_triples[:, [0, 2]]]
-    return entity_table[order], labels[order], train_triples, cells
+    if prior is not None:
+        prior = SparseSlotPrior.of(prior, len(labels)).renumbered(new_id)
+    return entity_table[order], labels[order], train_triples, cells, prior
 
 
 def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: ExportConfig, calibration) -> dict:

@@ -315,7 +315,8 @@ def scorer_module(
     """The exported object of a model: what a SavedModel serves and `jobi_tf.api.Run` predicts with.
 
     ``tables``: the entity and triple-relation tables already read (else read from ``model``);
-    ``module_class``, ``extra``: a subclass and its own arguments (`jobi_tf.export.approximate`).
+    ``module_class``, ``extra``: a subclass and its own arguments (`jobi_tf.export.approximate`),
+    or a ``slot_prior`` in place of the model's (an export that numbers its entities otherwise).
     """
     if tables is None:
         tables = (
@@ -332,6 +333,5 @@ def scorer_module(
         slots=slots,
         calibration=calibration,
         pair_relations=pair_relations,
-        slot_prior=getattr(model, "prior", None),
-        **extra,
+        **({"slot_prior": getattr(model, "prior", None)} | extra),
     )

@@ -210,6 +210,12 @@ class ServedPrior(tf.Module):
             table = np.asarray(prior.table.numpy(), np.float32)
             self.slot_log_counts = tf.Variable(table, trainable=False, name="slot_log_counts")
 
+    def sparse_arrays(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(keys, log counts)`` of a sampled model's sparse counts (an approximate export's)."""
+        if self.slot_keys is None:
+            raise ValueError("the served prior holds a dense table; build it from sparse counts")
+        return read_value(self.slot_keys), read_value(self.slot_values)
+
     @classmethod
     def optional(cls, prior, num_entities: int, num_relations: int) -> ServedPrior | None:
         return None if prior is None else cls(prior, num_entities, num_relations)

@@ -233,6 +233,28 @@ class SparseSlotPrior:
         every = tf.zeros_like(slots)  # broadcasts the entities to [B, R]
         return self.weight * (self._at(slots, tails + every) + self._at(self._head_slot(slots), heads + every))
 
+    def log_counts(self, slots: tf.Tensor, entities: tf.Tensor) -> tf.Tensor:
+        """The log counts at ``(slots, entities)``, elementwise (``w`` not applied; 0 where none)."""
+        return self._at(slots, entities)
+
+    def renumbered(self, new_id: np.ndarray) -> SparseSlotPrior:
+        """The same counts and ``w`` with entity ``e`` numbered ``new_id[e]`` (an export that
+        numbers its entities otherwise: `jobi_tf.export.cells.cell_order`)."""
+        keys, values = self.arrays()
+        e = self.num_entities
+        moved = keys // e * e + np.asarray(new_id, np.int64)[keys % e]
+        order = np.argsort(moved, kind="stable")
+        return SparseSlotPrior(self.weight, e, self.num_relations, moved[order], values[order])
+
+    @classmethod
+    def of(cls, prior: SlotPrior | SparseSlotPrior, num_entities: int) -> SparseSlotPrior:
+        """``prior`` as sparse counts (a dense table keeps its nonzero entries)."""
+        if isinstance(prior, SparseSlotPrior):
+            return prior
+        table = np.asarray(prior.table.numpy() if hasattr(prior.table, "numpy") else prior.table, np.float32)
+        keys = np.flatnonzero(table.reshape(-1))
+        return cls(prior.weight, num_entities, prior.num_relations, keys, table.reshape(-1)[keys])
+
     def slot_rows(self, distinct: tf.Tensor, lo: int, hi: int) -> tf.Tensor:
         """float32 ``[U, hi - lo]``: the log counts of entities ``lo..hi-1`` in each of the slots
         ``distinct`` (int64 ``[U]``; ``w`` not applied), each from its span of the sorted keys."""
