@@ -1,0 +1,175 @@
+"""What an export's approximate top-k serves, against its exact top-k: recall, MRR, latency, throughput.
+
+Asks one split's queries, tails and heads (``(h, r, ?)`` and ``(?, r, t)`` of each triple), of an
+export made with ``--cells`` (and ``--filter-known``):
+
+* **recall@k** at each ``--probes`` and ``--slacks``: the share of the exact signature's top k
+  (``predict_tail``/``predict_head``: every entity, the slot counts included when the model ranks
+  with them) that the approximate one returns. Tune probe and slack on ``--split valid``.
+* **MRR through the export** (``--mrr``): each query's answer ranked in the signature's top
+  ``--mrr-k`` list after the split's other known answers are removed (the export already leaves
+  out training facts), so fully filtered as evaluation is; an answer beyond the list counts 0
+  (at most ``1/mrr-k`` less than its true reciprocal rank). Exact and approximate alike, so the
+  two compare, and the exact one checks the export against the run's evaluated test MRR.
+* **latency** of single queries (p50, p99) at the first probe and slack, and **queries per
+  second** with ``--clients`` threads asking single queries at once (TensorFlow releases the
+  interpreter lock inside its ops).
+
+Pin it to one core (``taskset -c N``) for one core's figures.
+
+    python bench/approximate_serving.py --export EXPORT/1 --data-dir /work/data/replicated/K137 \\
+        --split valid --queries 500 --probes 40,80,160 --slacks 0.25,0.5,1
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import emit, peak_rss_gib, provenance, versions  # noqa: E402, I001  (first: TensorFlow's allocator)
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+SIDES = ("tail", "head")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--export", required=True, help="a version folder (EXPORT_BASE/N) made with --cells")
+    parser.add_argument("--data-dir", required=True, help="the graph folder (train/valid/test.txt)")
+    parser.add_argument("--split", default="valid", choices=("valid", "test"))
+    parser.add_argument("--queries", type=int, default=500, help="triples of the split asked (0: all)")
+    parser.add_argument("--probes", default="40,80,160")
+    parser.add_argument("--slacks", default="", help="cell slacks swept (comma-separated; default: the export's)")
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=50, help="queries per request for recall and MRR")
+    parser.add_argument("--mrr", action="store_true", help="also the MRR through the exact and approximate signatures")
+    parser.add_argument("--mrr-k", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--timed", type=int, default=300, help="single queries timed per side")
+    args = parser.parse_args()
+
+    loaded = tf.saved_model.load(args.export)
+    triples = _triples(Path(args.data_dir) / f"{args.split}.txt", args.queries)
+    probes = [int(p) for p in args.probes.split(",")]
+    slacks = [float(s) for s in args.slacks.split(",") if s] or [float(loaded.cells.slack.numpy())]
+    asker = Asker(loaded, triples, args.batch)
+    depth = max(args.k, args.mrr_k if args.mrr else 0)
+    exact = {side: asker.lists(side, depth) for side in SIDES}
+    record = {
+        "bench": "approximate_serving",
+        "metric": f"recall@{args.k} of the approximate signatures against the exact ones, {args.split} queries",
+        "export": args.export,
+        "split": args.split,
+        "triples": len(triples),
+        "slot_counts_served": getattr(loaded, "slot_cells", None) is not None,
+        "recall": {},
+    }
+    for slack in slacks:
+        loaded.cells.slack.assign(slack)
+        for probe in probes:
+            found = {side: asker.lists(side, depth, probe) for side in SIDES}
+            entry = {side: _recall(found[side], exact[side], args.k) for side in SIDES}
+            entry["both"] = round((entry["tail"] + entry["head"]) / 2, 4)
+            if args.mrr:
+                entry["mrr"] = _mrr(found, triples, Path(args.data_dir))
+            record["recall"][f"slack {slack}, probe {probe}"] = entry
+    if args.mrr:
+        record["mrr_exact"] = _mrr(exact, triples, Path(args.data_dir))
+        record["mrr_k"] = args.mrr_k
+    loaded.cells.slack.assign(slacks[0])
+    record["latency"] = {
+        f"slack {slacks[0]}, probe {probes[0]}": asker.latency(probes[0], args.timed),
+        "exact": asker.latency(None, min(args.timed, 100)),
+    }
+    record["clients"] = {"clients": args.clients, **asker.throughput(probes[0], args.clients, args.timed)}
+    record["peak_rss_gib"] = round(peak_rss_gib(), 2)
+    emit({**record, **provenance(__file__), "versions": versions()})
+
+
+class Asker:
+    """The split's tail and head queries, asked of the export's exact or approximate signatures."""
+
+    def __init__(self, loaded, triples: list[tuple[str, str, str]], batch: int) -> None:
+        self.loaded, self.triples, self.batch = loaded, triples, batch
+
+    def _call(self, side: str, rows: list[tuple[str, str, str]], k: int, probe: int | None):
+        name = f"predict_{side}" + ("" if probe is None else "_approximate")
+        names = {"relation": tf.constant([r for _, r, _ in rows])}
+        names["head" if side == "tail" else "tail"] = tf.constant([h if side == "tail" else t for h, _, t in rows])
+        extra = {} if probe is None else {"probe": tf.constant(probe, tf.int32)}
+        return self.loaded.signatures[name](**names, k=tf.constant(k, tf.int32), **extra)[f"{side}s"].numpy()
+
+    def lists(self, side: str, k: int, probe: int | None = None) -> list[list[str]]:
+        """Each query's answer names, best first (``probe``: the approximate signature's)."""
+        out = []
+        for start in range(0, len(self.triples), self.batch):
+            answers = self._call(side, self.triples[start : start + self.batch], k, probe)
+            out += [[a.decode() for a in row if a] for row in answers.tolist()]
+        return out
+
+    def latency(self, probe: int | None, count: int) -> dict:
+        """p50 and p99 ms of single top-10 queries, tails then heads (after 5 warm-up calls)."""
+        times = []
+        for side in SIDES:
+            for i in range(min(count, len(self.triples)) + 5):
+                started = time.perf_counter()
+                self._call(side, [self.triples[i % len(self.triples)]], 10, probe)
+                if i >= 5:
+                    times.append(1000 * (time.perf_counter() - started))
+        return {
+            "p50_ms": round(float(np.percentile(times, 50)), 2),
+            "p99_ms": round(float(np.percentile(times, 99)), 2),
+        }
+
+    def throughput(self, probe: int, clients: int, count: int) -> dict:
+        """Single top-10 queries per second with ``clients`` threads asking at once."""
+        work = [(side, i) for i in range(min(count, len(self.triples))) for side in SIDES]
+
+        def ask(item):
+            side, i = item
+            self._call(side, [self.triples[i]], 10, probe)
+
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            list(pool.map(ask, work[: 4 * clients]))  # warm-up
+            started = time.perf_counter()
+            list(pool.map(ask, work))
+            seconds = time.perf_counter() - started
+        return {"queries": len(work), "seconds": round(seconds, 2), "queries_per_second": round(len(work) / seconds, 1)}
+
+
+def _triples(path: Path, count: int) -> list[tuple[str, str, str]]:
+    rows = [tuple(line.split("\t")) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return rows[:count] if count else rows
+
+
+def _recall(found: list[list[str]], exact: list[list[str]], k: int) -> float:
+    shares = [len(set(f[:k]) & set(e[:k])) / len(e[:k]) for f, e in zip(found, exact, strict=True) if e]
+    return round(float(np.mean(shares)), 4)
+
+
+def _mrr(found: dict[str, list[list[str]]], triples, data_dir: Path) -> float:
+    """Mean reciprocal rank of each query's answer in its list, the split's other true answers
+    (valid and test; the export leaves out training ones) removed first; 0 beyond the list."""
+    known = {"tail": {}, "head": {}}
+    for split in ("valid", "test"):
+        for h, r, t in _triples(data_dir / f"{split}.txt", 0):
+            known["tail"].setdefault((h, r), set()).add(t)
+            known["head"].setdefault((r, t), set()).add(h)
+    ranks = []
+    for side in SIDES:
+        for (h, r, t), answers in zip(triples, found[side], strict=True):
+            key, truth = ((h, r), t) if side == "tail" else ((r, t), h)
+            others = known[side][key] - {truth}
+            kept = [a for a in answers if a not in others]
+            ranks.append(1.0 / (kept.index(truth) + 1) if truth in kept else 0.0)
+    return round(float(np.mean(ranks)), 4)
+
+
+if __name__ == "__main__":
+    main()
