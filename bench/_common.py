@@ -153,6 +153,28 @@ def versions() -> dict:
     }
 
 
+def numpy_blas() -> dict:
+    """The BLAS behind NumPy's products: its name and version, and for OpenBLAS the kernel family
+    it chose for this CPU at run time and its thread count (a figure "against NumPy" names it)."""
+    import ctypes
+    import glob
+
+    import numpy as np
+
+    blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    found = {"name": blas.get("name"), "version": blas.get("version")}
+    for library in glob.glob(str(Path(np.__file__).parent.parent / "numpy.libs" / "*openblas*")):
+        lib = ctypes.CDLL(library)
+        for suffix in ("64_", ""):
+            core = getattr(lib, f"scipy_openblas_get_corename{suffix}", None)
+            if core is not None:
+                core.restype = ctypes.c_char_p
+                found["core"] = core().decode()
+                found["threads"] = getattr(lib, f"scipy_openblas_get_num_threads{suffix}")()
+                break
+    return found
+
+
 def compiled_train_step(model):
     """Keras's train step without ``fit``: forward, loss, gradients and the optimizer's update,
     compiled with XLA as training compiles it (the step the profiling scripts time)."""

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import emit, peak_rss_gib, provenance, versions  # noqa: E402, I001  (first: TensorFlow's allocator)
+from _common import emit, numpy_blas, peak_rss_gib, provenance, versions  # noqa: E402, I001  (first: TensorFlow's allocator)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -72,6 +72,7 @@ def main() -> None:
     record["table_dtype"] = loaded.entities.values.dtype.name
     record["entities"], record["width"] = table.shape
     record["matvec_ms"] = _matvec_ms(table, args.queries)
+    record["numpy_blas"] = numpy_blas()
     record["matmat_batch_ms"] = _matmat_ms(table, args.batch)
     record["exact"], answers = _timed(
         lambda i: ask(exact, i, 1), args.queries, lambda i: ask(exact, i * args.batch, args.batch)
