@@ -62,7 +62,9 @@ def _whole(param: click.Parameter, value: str) -> int:
     show_default=True,
     callback=lambda ctx, param, value: value if value == "auto" else _whole(param, value),
     help="Add predict_tail_approximate/predict_head_approximate: top-k among the rows of the PROBE cells (an input) "
-    "whose k-means centroids score highest against the query. auto: about 4*sqrt(entities) cells; 0: none. "
+    "whose k-means centroids score highest against the query, and, for a run that ranks with slot counts, the "
+    "slot's 64 most frequent entities, every candidate scored exactly with the counts. auto: about "
+    "4*sqrt(entities) cells; 0: none. "
     "For graphs of millions of entities, where an exact query streams the whole table. The export then numbers "
     "its entities cell by cell (names unchanged), and the approximate signatures use XLA: TensorFlow Serving "
     "needs --xla_cpu_compilation_enabled=true for them (docs/serving.md).",

@@ -186,7 +186,8 @@ class ExportConfig:
         cells: add ``predict_tail_approximate``/``predict_head_approximate``, served from this
             many k-means cells of the entity rows (`jobi_tf.export.cells`); ``"auto"`` takes
             about 4·sqrt(entities); 0 leaves them out. The export then numbers its entities
-            cell by cell (`jobi_tf.export.cells.cell_order`).
+            cell by cell (`jobi_tf.export.cells.cell_order`). A model that ranks with slot counts
+            is served with them there too (`jobi_tf.export.cells.SlotCells`).
         table_dtype: the stored entity table's dtype: ``float32``, or ``bfloat16`` (half the
             bytes; products in float32 of the rounded rows, through XLA: docs/serving.md).
     """

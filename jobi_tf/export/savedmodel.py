@@ -191,13 +191,7 @@ def _module_factory(
     return module
 
 
-def _with_cells(
-    cfg: ExportConfig,
-    entity_table: np.ndarray,
-    labels: np.ndarray,
-    train_triples: np.ndarray | None,
-    prior: SlotPrior | SparseSlotPrior | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Cells | None, SlotPrior | SparseSlotPrior | None]:
+def _with_cells(cfg: ExportConfig, entity_table: np.ndarray, labels: np.ndarray, train_triples, prior) -> tuple:
     """``(entity rows, names, training triples, cells, slot prior)`` as the export holds them:
     with ``cfg.cells``, the k-means cells and every entity renumbered cell by cell
     (`jobi_tf.export.cells.cell_order`), the slot counts as sparse counts so renumbered; else

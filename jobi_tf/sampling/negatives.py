@@ -20,9 +20,10 @@ import tensorflow as tf
 
 from jobi_tf.config import SamplerConfig
 from jobi_tf.contracts import features as F
-from jobi_tf.data.index import CSR, KGIndex
+from jobi_tf.data.index import KGIndex
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL
 from jobi_tf.sampling.batch_plan import BatchPlan
+from jobi_tf.sampling.pools import draw_tables, slot_pools
 from jobi_tf.sampling.slot_membership import DENSE_MEMBERSHIP_BYTES, SlotMembership
 
 __all__ = [
@@ -323,40 +324,3 @@ class NegativeSampler:
         """False where the replacement equals the entity it replaces (the negative is the positive)."""
         replaced = tf.where(corrupt_tail, triples[:, TAIL][:, None], triples[:, HEAD][:, None])
         return tf.not_equal(candidates, replaced)
-
-
-def slot_pools(index: KGIndex, draw: str = "distinct") -> tuple[CSR, CSR]:
-    """The pools biased negatives are drawn from, tails then heads, keyed by relation:
-    each slot's distinct entities (``distinct``, the paper's), or every training triple's
-    entity in that slot, repeats kept (``frequency``: a uniform pick is then in proportion
-    to how often the entity fills the slot)."""
-    if draw == "distinct":
-        return index.train_tails, index.train_heads
-    train = index.train
-    pools = []
-    for side in (TAIL, HEAD):
-        order = np.lexsort((train[:, side], train[:, RELATION]))
-        counts = np.bincount(train[:, RELATION], minlength=index.num_relations)
-        offsets = np.zeros(index.num_relations + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        keys = np.arange(index.num_relations, dtype=np.int64)
-        pools.append(CSR(keys, offsets, train[order, side].astype(np.int32)))
-    return pools[0], pools[1]
-
-
-def draw_tables(index: KGIndex, cfg: SamplerConfig) -> tuple[tf.Tensor | None, tf.Tensor | None]:
-    """``(ends, log_q)`` for ``--negative-distribution``: every training triple's head and
-    tail (a uniform pick is a pick by degree; None for uniform draws), and with
-    ``--logq-correction`` each entity's ``log(Q(e)·E)``, float32 ``(E,)``: the log of its draw
-    probability over a uniform draw's (entities never drawn get the value of a rare one)."""
-    if cfg.negative_distribution == "uniform":
-        return None, None
-    train = index.train
-    ends = np.concatenate([train[:, HEAD], train[:, TAIL]]).astype(np.int32)
-    log_q = None
-    if cfg.logq_correction:
-        ratio = np.bincount(ends, minlength=index.num_entities) * (index.num_entities / len(ends))
-        if cfg.negative_distribution == "mix":
-            ratio = 0.5 + 0.5 * ratio
-        log_q = tf.constant(np.log(np.maximum(ratio, 1.0 / len(ends))).astype(np.float32))
-    return tf.constant(ends), log_q
