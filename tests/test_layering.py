@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Source folder of each installed package (pyproject.toml's package-dir).
 PACKAGES = {"jobi_tf": ROOT / "jobi_tf", "jobi_tf.cli": ROOT / "cli", "jobi_tf.serving": ROOT / "serving"}
@@ -37,23 +39,40 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """Library modules ``path`` imports anywhere, ``if TYPE_CHECKING:`` blocks included (a
-    cycle through type hints is still two modules that need each other)."""
+def _imports(path: Path, modules: dict[str, Path], name: str | None = None) -> set[str]:
+    """Library modules ``path`` (module ``name``) imports anywhere, ``if TYPE_CHECKING:`` blocks
+    included (a cycle through type hints is still two modules that need each other): absolute and
+    relative imports, and ``importlib.import_module`` / ``__import__`` of a literal name."""
+    if name is None:
+        name = next(m for m, p in modules.items() if p == path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # `from ..training import x` in jobi_tf.models.y: jobi_tf.training
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
             for alias in node.names:  # `from pkg import module` imports the module, else pkg itself
-                submodule = f"{node.module}.{alias.name}"
-                targets.add(submodule if submodule in modules else node.module)
+                submodule = f"{base}.{alias.name}"
+                targets.add(submodule if submodule in modules else base)
+        elif isinstance(node, ast.Call) and _call_name(node) in ("import_module", "__import__") and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                targets.add(first.value)
     return {t for t in targets if t in modules}
+
+
+def _call_name(node: ast.Call) -> str | None:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
 
 
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
-    return {name: _imports(path, modules) - {name} for name, path in modules.items()}
+    return {name: _imports(path, modules, name) - {name} for name, path in modules.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -109,36 +128,48 @@ def test_data_sits_below_datasets():
     assert upward == set()
 
 
+#: Above the library's stages: the serving clients (they talk to servers, the CLI calls them),
+#: then the CLI. The serving contract, the signatures' names an export writes and the clients
+#: read, depends on nothing and sits on the ground floor (docs/extending.md).
+TOP = ("jobi_tf.serving", "jobi_tf.cli")
+GROUND = ("jobi_tf.serving.contract",)
+
+
 def _floors() -> dict[str, int]:
     return {folder: floor for floor, folders in enumerate(STAGES) for folder in folders}
 
 
-def _stage(module: str) -> str | None:
-    """The stage folder of a library module (``jobi_tf.models.scorers.complex`` → ``models``);
-    None for the package itself and for the CLI and serving packages."""
+def _floor(module: str) -> tuple[str, int] | None:
+    """``(place, floor)`` of a library module: its stage folder's (``jobi_tf.models.scorers.complex``
+    → ``models``), the serving clients' and the CLI's above them, the package itself
+    (``from jobi_tf import train``) just above the stages; None for a stage folder's own
+    ``__init__``-less top (``jobi_tf.models`` is the models stage)."""
+    floors = _floors()
+    if module in GROUND:
+        return module, -1
+    for floor, place in enumerate(TOP, start=len(STAGES) + 1):
+        if module == place or module.startswith(place + "."):
+            return place, floor
+    if module == "jobi_tf":
+        return module, len(STAGES)
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in _floors()) else None
+    return (parts[1], floors[parts[1]]) if len(parts) >= 2 and parts[1] in floors else None
 
 
 def _upward(graph: dict[str, set[str]]) -> list[str]:
-    """Every import of a folder on the same floor or above the importer's, as ``a (floor) -> b (floor)``;
-    the package itself (``from jobi_tf import train``) counts as the top floor."""
-    floors, top = _floors(), len(STAGES)
+    """Every import of a place on the same floor or above the importer's, as ``a (floor) -> b (floor)``
+    (imports inside one stage folder, or inside the CLI or the clients, are that place's own)."""
     found = []
     for module, targets in sorted(graph.items()):
-        stage = _stage(module)
-        if stage is None or module.startswith(("jobi_tf.cli", "jobi_tf.serving")):
+        mine = _floor(module)
+        if mine is None or module == "jobi_tf":
             continue
         for target in sorted(targets):
-            other = _stage(target)
-            if target == "jobi_tf":
-                other_floor = top
-            elif other is None or other == stage or other not in floors:  # cli, serving: their own packages
+            other = _floor(target)
+            if other is None or other[0] == mine[0]:
                 continue
-            else:
-                other_floor = floors[other]
-            if other_floor >= floors[stage]:
-                found.append(f"{module} ({stage}, floor {floors[stage] + 1}) -> {target} (floor {other_floor + 1})")
+            if other[1] >= mine[1]:
+                found.append(f"{module} ({mine[0]}, floor {mine[1] + 1}) -> {target} (floor {other[1] + 1})")
     return found
 
 
@@ -166,6 +197,32 @@ def test_the_stage_check_finds_an_upward_import():
         "jobi_tf.data.x (data, floor 2) -> jobi_tf (floor 12)",
         "jobi_tf.models.jobi (models, floor 6) -> jobi_tf.training.checkpoints (floor 10)",
     ]
+
+
+#: Each way a module could import upward, as a line of source in ``module`` (issue 81's list).
+UPWARD_IMPORTS = {
+    "a relative import": ("jobi_tf.models.fake", "from ..training import checkpoints"),
+    "import_module": ("jobi_tf.models.fake", 'importlib.import_module("jobi_tf.training.checkpoints")'),
+    "the CLI from a stage": ("jobi_tf.models.fake", "from jobi_tf.cli import options"),
+    "a serving client from a stage": ("jobi_tf.data.fake", "from jobi_tf.serving import client"),
+    "a stage's __init__ relative import": ("jobi_tf.models", "from ..training import checkpoints"),
+}
+
+
+@pytest.mark.parametrize("kind", UPWARD_IMPORTS)
+def test_each_kind_of_upward_import_is_found(tmp_path, kind):
+    module, line = UPWARD_IMPORTS[kind]
+    path = tmp_path / ("__init__.py" if module == "jobi_tf.models" else "fake.py")
+    path.write_text(f"import importlib\n\n\ndef later():\n    {line}\n", encoding="utf-8")
+    modules = {**_modules(), module: path}
+    imports = _imports(path, modules, module)
+    assert imports and _upward({module: imports}), imports
+
+
+def test_the_serving_contract_is_below_export_and_the_clients_above_the_library():
+    assert _upward({"jobi_tf.export.savedmodel": {"jobi_tf.serving.contract"}}) == []
+    assert _upward({"jobi_tf.cli.predict": {"jobi_tf.serving.client", "jobi_tf.api"}}) == []
+    assert _upward({"jobi_tf.serving.contract": {"jobi_tf.runtime.errors"}}) != []  # the ground floor stays bare
 
 
 def test_the_cli_goes_through_the_public_api():
