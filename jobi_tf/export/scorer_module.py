@@ -19,8 +19,9 @@ Unknown names, the same in every signature: a row with a name outside the vocabu
 Nothing raises, so one bad row never fails a batch.
 
 Top-k: the query's scores against the entity table (`EntityTable.scores`, one matmul) and
-``tf.math.top_k`` (ties: lower id first); queries are the model's own (`Queries`). With
-``filter_known`` each query's training facts score ``-inf``, so they come last.
+`served_tables.top_k` (``tf.math.top_k``'s answers, found by blocks; ties: lower id first);
+queries are the model's own (`Queries`). With ``filter_known`` each query's training facts
+score ``-inf``, so they come last.
 `jobi_tf.api.Run`'s predictions run this same code in-process.
 """
 
@@ -293,7 +294,7 @@ class TripleScorerModule(tf.Module):
                 min_score = pair_score_threshold(min_probability)
                 allowed |= self.entities.scores(pair_query, self._scorer) >= min_score
             scores = tf.where(allowed, scores, tf.constant(-np.inf, scores.dtype))
-        best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_entities))
+        best, ids = served.top_k(scores, tf.clip_by_value(k, 0, self.num_entities))
         names = self.entity_names.lookup(tf.cast(ids, tf.int64))
         if slots is not None:  # a slot smaller than k: the rest are no answers, not entities
             names = tf.where(tf.math.is_inf(best), "", names)

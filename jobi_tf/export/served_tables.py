@@ -26,6 +26,7 @@ __all__ = [
     "calibration_variables",
     "interpolate",
     "read_value",
+    "top_k",
     "vocab_table",
     "widened_scores",
 ]
@@ -49,6 +50,30 @@ def vocab_table(path: str, size: int, *, to_ids: bool) -> tf.lookup.StaticHashTa
         return tf.lookup.StaticHashTable(init, default_value=-1)
     init = tf.lookup.TextFileInitializer(path, tf.int64, number, tf.string, line, vocab_size=size)
     return tf.lookup.StaticHashTable(init, default_value="")
+
+
+#: Entities per block of `top_k` (a query's scores are cut into blocks of this many).
+TOP_K_BLOCK = 2048
+
+
+def top_k(scores: tf.Tensor, k: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """``tf.math.top_k(scores, k)``, the same values and ids (ties: lower id first), by blocks.
+
+    Why: TensorFlow's top-k over one query's 1.85M scores took about 9 ms on one core, a sixth of
+    the exact query. The best ``k`` lie in the ``k`` blocks of `TOP_K_BLOCK` scores whose maxima
+    are the highest (ties: lower block first, as the ids), so a block maximum (one streaming
+    pass), a top-k over the maxima and one over those ``k`` blocks' scores give the same answer
+    in about 2 ms.
+    """
+    rows, n = tf.shape(scores)[0], tf.shape(scores)[1]
+    blocks = (n + TOP_K_BLOCK - 1) // TOP_K_BLOCK
+    padded = tf.pad(scores, [[0, 0], [0, blocks * TOP_K_BLOCK - n]], constant_values=-np.inf)  # last ids: last
+    grid = tf.reshape(padded, [rows, blocks, TOP_K_BLOCK])
+    _, best = tf.math.top_k(tf.reduce_max(grid, axis=2), k=tf.minimum(k, blocks))
+    best = tf.sort(best, axis=1)  # in id order, so ties among the candidates keep the lower id first
+    candidates = tf.reshape(tf.gather(grid, best, batch_dims=1), [rows, -1])
+    values, at = tf.math.top_k(candidates, k=k)
+    return values, tf.gather(best, at // TOP_K_BLOCK, batch_dims=1) * TOP_K_BLOCK + at % TOP_K_BLOCK
 
 
 @tf.function(jit_compile=True, autograph=False)
