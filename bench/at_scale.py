@@ -2,13 +2,16 @@
 
 Why a script: ``docs/results/scale/at-1.85m.json`` is what README's speed bullet quotes, and each
 of its figures must come from a raw file with its own command; this reads those files (an epoch
-of each side, one ranking, one serving run), keeps their paths and commands beside the figures,
-and prints one JSON line.
+of each side, one ranking, and the serving figures of one sitting of one recipe model: its exact
+export against a plain NumPy product, its approximate export against the exact one and against
+the run's evaluated test MRR), keeps their paths and commands beside the figures, and prints one
+JSON line.
 
-    python bench/at_scale.py --epochs docs/results/scale/epoch-seconds-K137.json \\
-        --ranking docs/results/scale/ranking-K137-tiles.json --serving docs/results/scale/serving-K137-cells.json \\
-        --exact-serving docs/results/scale/serving-K137-exact.json --approximate-probe 160 \\
-        > docs/results/scale/at-1.85m.json
+    python bench/at_scale.py --epochs docs/results/scale/epoch-seconds-K137-pbg-1c51498.json \\
+        --ranking docs/results/scale/ranking-K137-tiles.json \\
+        --serving docs/results/scale/approximate-K137-s3-test.json \\
+        --exact-serving docs/results/scale/serving-K137-s3-exact.json \\
+        --served-model docs/results/scale/served-model-K137-s3.json > docs/results/scale/at-1.85m.json
 """
 
 from __future__ import annotations
@@ -67,18 +70,18 @@ def main() -> None:
     parser.add_argument("--epochs", required=True, help="bench/epoch_seconds.py's raw file")
     parser.add_argument("--ranking", required=True, help="bench/ranking_speed.py's raw file")
     parser.add_argument("--route", default="bfloat16", help="the ranking route quoted (what --valid-dtype auto runs)")
-    parser.add_argument("--serving", required=True, help="bench/serving_scale.py's raw file (an export with --cells)")
-    parser.add_argument("--exact-serving", help="bench/serving_scale.py's raw file of an export without --cells")
-    parser.add_argument("--approximate-probe", type=int, required=True, help="the probe quoted")
+    parser.add_argument(
+        "--serving", required=True, help="bench/approximate_serving.py's raw file (an export with --cells, test split)"
+    )
+    parser.add_argument("--exact-serving", required=True, help="bench/serving_scale.py's raw file, an exact export")
+    parser.add_argument("--served-model", required=True, help="the raw file of the run both exports were made from")
     parser.add_argument("--bfloat16-serving", help="bench/serving_scale.py's raw file of a bfloat16-table export")
     parser.add_argument(
         "--avx2-ranking", help="bench/ranking_speed.py's raw file run with the ISA capped to AVX2 (float32 route)"
     )
     args = parser.parse_args()
-    epochs, ranking, serving = _read(args.epochs), _read(args.ranking), _read(args.serving)
-    exact = _read(args.exact_serving) if args.exact_serving else serving
+    epochs, ranking, exact = _read(args.epochs), _read(args.ranking), _read(args.exact_serving)
     route = ranking["routes"][args.route]
-    approximate = serving["approximate"][str(args.approximate_probe)]
     record = {
         "graph": "FB15k-237 replicated, K = 137: 1,853,898 entities, 19,311,521 training triples; ComplEx dim 100",
         "epoch_seconds": {side: round(seconds, 2) for side, seconds in epochs["epoch_seconds"].items()},
@@ -91,12 +94,11 @@ def main() -> None:
         "ranking_share_of_training_rate": round(route["flops_per_s"] / ranking["training"]["flops_per_s"], 3),
         "serving": {
             **_exact_query(exact),
+            "exact_over_numpy": round(exact["exact"]["p50_ms"] / exact["matvec_ms"]["p50_ms"], 3),
+            "numpy_blas": exact.get("numpy_blas"),
             "exact_batch_100_ms": exact["exact"]["batch_ms"],
-            "approx_p50_ms": approximate["p50_ms"],
-            "approx_p99_ms": approximate["p99_ms"],
-            "approx_recall_at_10": approximate["recall_at_10"],
-            "approx_probe": args.approximate_probe,
             "load_seconds": exact["load_seconds"],
+            "approximate": _approximate(_read(args.serving), _read(args.served_model)),
         },
         **({"serving_bfloat16_table": _bfloat16(_read(args.bfloat16_serving))} if args.bfloat16_serving else {}),
         "cpu": ranking["machine"],
@@ -107,10 +109,33 @@ def main() -> None:
     print(json.dumps(record))
 
 
+def _approximate(serving: dict, model: dict) -> dict:
+    """The approximate signatures' figures of a bench/approximate_serving.py record (one probe and
+    slack, chosen on validation), beside the evaluated test MRR of the run they serve."""
+    (setting, recall), (_, latency) = next(iter(serving["recall"].items())), next(iter(serving["latency"].items()))
+    return {
+        "setting": setting,
+        "slot_counts_served": serving["slot_counts_served"],
+        "recall_at_10": {side: recall[side] for side in ("tail", "head", "both")},
+        "p50_ms": latency["p50_ms"],
+        "p99_ms": latency["p99_ms"],
+        "queries_per_second": serving["clients"],
+        "test_mrr_through_approximate": recall["mrr"],
+        "test_mrr_through_exact": serving["mrr_exact"],
+        "test_mrr_evaluated": round(model["test"]["mrr"], 4),
+        "mrr_list_depth": serving["mrr_k"],
+    }
+
+
 def _sources(args) -> dict:
     """Each raw file read, with the command that made it."""
-    files = ("epochs", "ranking", "serving", "exact_serving", "avx2_ranking", "bfloat16_serving")
-    return {name: {"file": path, "command": _read(path)["command"]} for name in files if (path := getattr(args, name))}
+    files = ("epochs", "ranking", "serving", "exact_serving", "served_model", "avx2_ranking", "bfloat16_serving")
+    found = {}
+    for name in files:
+        if path := getattr(args, name):
+            record = _read(path)
+            found[name] = {"file": path, "command": record.get("command", record.get("training_command"))}
+    return found
 
 
 def _pbg_ratio(epochs: dict) -> dict:
