@@ -9,8 +9,9 @@ JSON line.
 
     python bench/at_scale.py --epochs docs/results/scale/epoch-seconds-K137-pbg-1c51498.json \\
         --ranking docs/results/scale/ranking-K137-tiles.json \\
-        --serving docs/results/scale/approximate-K137-s3-test.json \\
-        --exact-serving docs/results/scale/serving-K137-s3-exact.json \\
+        --serving docs/results/scale/serving-K137-s3-approximate-r2.json \\
+        --serving-quality docs/results/scale/approximate-K137-s3-test-mrr.json \\
+        --exact-serving docs/results/scale/serving-K137-s3-exact-r2.json \\
         --served-model docs/results/scale/served-model-K137-s3.json > docs/results/scale/at-1.85m.json
 """
 
@@ -71,7 +72,12 @@ def main() -> None:
     parser.add_argument("--ranking", required=True, help="bench/ranking_speed.py's raw file")
     parser.add_argument("--route", default="bfloat16", help="the ranking route quoted (what --valid-dtype auto runs)")
     parser.add_argument(
-        "--serving", required=True, help="bench/approximate_serving.py's raw file (an export with --cells, test split)"
+        "--serving", required=True, help="bench/approximate_serving.py's raw file (an export with --cells): the timing"
+    )
+    parser.add_argument(
+        "--serving-quality",
+        required=True,
+        help="bench/approximate_serving.py's raw file with --mrr, the whole test split",
     )
     parser.add_argument("--exact-serving", required=True, help="bench/serving_scale.py's raw file, an exact export")
     parser.add_argument("--served-model", required=True, help="the raw file of the run both exports were made from")
@@ -98,7 +104,7 @@ def main() -> None:
             "numpy_blas": exact.get("numpy_blas"),
             "exact_batch_100_ms": exact["exact"]["batch_ms"],
             "load_seconds": exact["load_seconds"],
-            "approximate": _approximate(_read(args.serving), _read(args.served_model)),
+            "approximate": _approximate(_read(args.serving), _read(args.serving_quality), _read(args.served_model)),
         },
         **({"serving_bfloat16_table": _bfloat16(_read(args.bfloat16_serving))} if args.bfloat16_serving else {}),
         "cpu": ranking["machine"],
@@ -109,27 +115,31 @@ def main() -> None:
     print(json.dumps(record))
 
 
-def _approximate(serving: dict, model: dict) -> dict:
-    """The approximate signatures' figures of a bench/approximate_serving.py record (one probe and
-    slack, chosen on validation), beside the evaluated test MRR of the run they serve."""
-    (setting, recall), (_, latency) = next(iter(serving["recall"].items())), next(iter(serving["latency"].items()))
+def _approximate(timing: dict, quality: dict, model: dict) -> dict:
+    """The approximate signatures at one probe and slack (chosen on validation): the recall and the
+    test MRR through them on the whole test split (``quality``, bench/approximate_serving.py with
+    ``--mrr``) beside the run's evaluated test MRR, and their latency and throughput (``timing``)."""
+    (setting, recall) = next(iter(quality["recall"].items()))
+    if setting not in timing["latency"]:
+        sys.exit(f"--serving: that raw file times no '{setting}' (it has {sorted(timing['latency'])})")
     return {
         "setting": setting,
-        "slot_counts_served": serving["slot_counts_served"],
+        "slot_counts_served": quality["slot_counts_served"],
         "recall_at_10": {side: recall[side] for side in ("tail", "head", "both")},
-        "p50_ms": latency["p50_ms"],
-        "p99_ms": latency["p99_ms"],
-        "queries_per_second": serving["clients"],
+        "p50_ms": timing["latency"][setting]["p50_ms"],
+        "p99_ms": timing["latency"][setting]["p99_ms"],
+        "queries_per_second": timing["clients"],
         "test_mrr_through_approximate": recall["mrr"],
-        "test_mrr_through_exact": serving["mrr_exact"],
+        "test_mrr_through_exact": quality["mrr_exact"],
         "test_mrr_evaluated": round(model["test"]["mrr"], 4),
-        "mrr_list_depth": serving["mrr_k"],
+        "mrr_list_depth": quality["mrr_k"],
     }
 
 
 def _sources(args) -> dict:
     """Each raw file read, with the command that made it."""
-    files = ("epochs", "ranking", "serving", "exact_serving", "served_model", "avx2_ranking", "bfloat16_serving")
+    files = ("epochs", "ranking", "serving", "serving_quality", "exact_serving", "served_model")
+    files += ("avx2_ranking", "bfloat16_serving")
     found = {}
     for name in files:
         if path := getattr(args, name):

@@ -124,7 +124,7 @@ def predict(ctx: click.Context, **flags) -> None:
         raise click.UsageError(
             "--probe (approximate answers) cannot be combined with --typed or --min-pair-probability"
         )
-    from jobi_tf.serving.client import ServingError, ask
+    from jobi_tf.serving.client import ServingError, ask, unknown_names
 
     predictor = _predictor(
         flags["model"], flags["server"], flags["model_name"], flags["model_version"], flags["timeout"]
@@ -140,9 +140,11 @@ def predict(ctx: click.Context, **flags) -> None:
         probe=flags["probe"],
     )
     if not answer.found:
-        q = answer.query
-        names = ", ".join(f"{slot}={q[slot]!r}" for slot in ("head", "relation", "tail") if q[slot] is not None)
-        raise ServingError(f"unknown name: one of {names} is not in the export's vocabulary")
+        unknown = unknown_names(predictor, answer.query) or {k: v for k, v in answer.query.items() if v is not None}
+        names = ", ".join(f"{slot}={name!r}" for slot, name in unknown.items())
+        raise ServingError(
+            f"unknown name: {names} {'is' if len(unknown) == 1 else 'are'} not in the export's vocabulary"
+        )
     click.echo(json.dumps(answer.to_json()) if flags["as_json"] else _table(answer))
 
 

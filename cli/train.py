@@ -94,11 +94,14 @@ def train(ctx: click.Context, **flags) -> None:
     """
     cfg = config_from_flags_given(ctx, flags)
     out = Path(flags["out"]) if flags["out"] else default_run_folder(cfg, flags["preset"])
-    start_tensorflow()
-    from jobi_tf.api import train_from_config  # imports TensorFlow
+    from jobi_tf.api import load_dataset, train_from_config  # TensorFlow loads when training starts
 
+    # A data folder is read (NumPy only) before TensorFlow starts: a missing or malformed file is
+    # reported in a second, not after TensorFlow's start-up.
+    data = load_dataset(cfg.data, seed=cfg.seed) if cfg.data.dataset is None else None
+    start_tensorflow()
     with progress_to_stderr():
-        metrics = train_from_config(cfg, out, verbose=0 if ctx.obj["quiet"] else None)
+        metrics = train_from_config(cfg, out, verbose=0 if ctx.obj["quiet"] else None, data=data)
     if "test" not in metrics:  # a worker of a cluster that is not the chief: it wrote nothing
         click.echo(json.dumps({"run_dir": None, "chief": False, **metrics}))
         return

@@ -374,3 +374,28 @@ def ask(
     probabilities = [float(p) for p in out["probabilities"][0]] if "probabilities" in out else None
     scores = [float(s) for s in out["scores"][0]]
     return Answer(signature, query, bool(out["found"][0]), out[answers][0], scores, probabilities)
+
+
+def unknown_names(predictor, query: dict) -> dict[str, str]:
+    """``{slot: name}`` of the names of a not-found ``query`` that the export does not know.
+
+    Why: an answer says only that *some* name is unknown. Each entity is asked alone (the
+    relations of ``(name, ?, name)``), then the relation with a known entity on both sides;
+    with no known entity the relation cannot be asked, and only the entities are named.
+    """
+    unknown, known_entity = {}, None
+    for slot in ("head", "tail"):
+        name = query.get(slot)
+        if name is None:
+            continue
+        out = predictor.predict("predict_relation", {"head": [name], "tail": [name], "k": 1})
+        if bool(out["found"][0]):
+            known_entity = name
+        else:
+            unknown[slot] = name
+    relation = query.get("relation")
+    if relation is not None and known_entity is not None:
+        out = predictor.predict("score", {"head": [known_entity], "relation": [relation], "tail": [known_entity]})
+        if not bool(out["found"][0]):
+            unknown["relation"] = relation
+    return unknown

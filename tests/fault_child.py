@@ -42,11 +42,11 @@ def _in_checkpoint(nth: int) -> None:
     write_npz, write_npy = checkpoints._write_npz, checkpoints._write_npy
     seen = {"checkpoints": 0, "arrays": 0}
 
-    def counting_npz(path, arrays):
+    def counting_npz(path, arrays, previous=None):
         if os.path.basename(path) == "checkpoint.npz":
             seen["checkpoints"] += 1
             seen["arrays"] = 0
-        return write_npz(path, arrays)
+        return write_npz(path, arrays, previous)
 
     def killing_npy(f, value, name="array"):
         write_npy(f, value, name)

@@ -44,3 +44,13 @@ def bfloat16_rounded(x: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return rounded.astype(np.uint32).view(np.float32)
+
+
+def slot_log_counts_by_loop(train: np.ndarray, num_entities: int, num_relations: int) -> np.ndarray:
+    """float64 ``[2R, E]``: ``log(1 + count)`` of each entity in each slot of ``train``, tail slots
+    first (row ``r``: tails of ``r``; row ``R + r``: its heads), counted by a plain loop."""
+    counts = np.zeros((2 * num_relations, num_entities))
+    for h, r, t in np.asarray(train).tolist():
+        counts[r, t] += 1
+        counts[num_relations + r, h] += 1
+    return np.log1p(counts)

@@ -200,7 +200,9 @@ def recorded_config(raw: dict) -> dict | None:
 def _before_the_field(dataset: str) -> dict:
     """What a run did before a setting existed: the paper's settings (the defaults then,
     `jobi_tf.training.presets.PAPER_SETTINGS`) with every later setting off."""
-    return resolved_config(f"jobi-tf train --preset paper --dataset {shlex.quote(dataset)}")
+    # A folder of that name: presets go by the data's name, and a name that is no benchmark (a
+    # folder's, like ``bigkg``) is refused as a --dataset.
+    return resolved_config(f"jobi-tf train --preset paper --data-dir {shlex.quote('/' + dataset)}")
 
 
 def _samples(loss: str) -> bool:

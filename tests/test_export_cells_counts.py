@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from references import slot_log_counts_by_loop
 
 from jobi_tf.config import ExportConfig
 from jobi_tf.data.vocab import Vocab
@@ -73,12 +74,8 @@ def _ask(loaded, signature, k, probe=None, **names):
 
 
 def _counts(train: np.ndarray) -> np.ndarray:
-    """``[2R, E]`` log(1 + count) in the run's numbering, tail slots first, by a loop."""
-    counts = np.zeros((2 * R, E))
-    for h, r, t in train.tolist():
-        counts[r, t] += 1
-        counts[R + r, h] += 1
-    return np.log1p(counts)
+    """``[2R, E]`` log(1 + count) in the run's numbering, tail slots first."""
+    return slot_log_counts_by_loop(train, E, R)
 
 
 @pytest.mark.parametrize(

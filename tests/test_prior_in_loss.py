@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from references import slot_log_counts_by_loop
 
 from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig
 from jobi_tf.contracts.scored_batch import ScoredBatch
@@ -39,12 +40,7 @@ def index():
 
 
 def _log_counts(index) -> np.ndarray:
-    """``[2R, E]``: log(1 + count), tail slots first, counted by a plain loop."""
-    counts = np.zeros((2 * R, E))
-    for h, r, t in index.train.tolist():
-        counts[r, t] += 1
-        counts[R + r, h] += 1
-    return np.log1p(counts)
+    return slot_log_counts_by_loop(index.train, E, R)
 
 
 @pytest.mark.parametrize("form", ["dense", "hash", "search"])

@@ -362,3 +362,23 @@ def test_steps_per_execution_with_several_replicas_is_refused_before_anything_is
     assert done.returncode != 0
     assert "--steps-per-execution: must be 1 with several replicas" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_signal_in_an_epochs_last_batch_says_after_which_epoch_it_stopped(tmp_path, monkeypatch):
+    """Not "at epoch 2, step 0": the epoch it names is the last one trained."""
+    from jobi_tf.training.trainer import StopGuard
+
+    original = StopGuard.on_train_batch_end
+
+    def signal_at_the_end_of_epoch_1(self, batch, logs=None):
+        if (self.epoch, batch + 1) == (0, self.steps) and self.signal is None:  # during the last batch
+            os.kill(os.getpid(), signal.SIGINT)
+        original(self, batch, logs)
+
+    monkeypatch.setattr(StopGuard, "on_train_batch_end", signal_at_the_end_of_epoch_1)
+    with pytest.raises(TrainingStopped) as info:
+        train(_cfg(batch_size=40, epochs=3), tmp_path / "run", verbose=0)
+    assert str(info.value) == (
+        f"{tmp_path / 'run'}: stopped by SIGINT after epoch 1; checkpoint written, rerun the same command to resume"
+    )
+    assert (load_checkpoint_state(tmp_path / "run" / "checkpoint.npz")["epoch"], info.value.exit_code) == (1, 130)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+from references import slot_log_counts_by_loop
 
 from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
 from jobi_tf.contracts.scored_batch import ScoredBatch
@@ -38,11 +39,7 @@ def _graph(seed: int = 0):
 
 
 def _counts_by_loop(train: np.ndarray) -> np.ndarray:
-    counts = np.zeros((2 * R, E))
-    for h, r, t in train.tolist():
-        counts[r, t] += 1
-        counts[R + r, h] += 1
-    return np.log1p(counts)
+    return slot_log_counts_by_loop(train, E, R)
 
 
 def test_the_table_holds_log_one_plus_the_count_of_each_entity_in_each_slot():

@@ -29,6 +29,7 @@ from jobi_tf.api.run import Embeddings, Run, load_run
 from jobi_tf.config import DataConfig, RunConfig, with_settings
 from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.triples import write_triples
+from jobi_tf.runtime.tf_settings import start_tensorflow
 from jobi_tf.runtime.types import SPLITS
 from jobi_tf.training.advice import Advice
 from jobi_tf.training.presets import apply_preset
@@ -108,6 +109,7 @@ def train_from_config(
             Keras choose).
         data: the graph ``config.data`` names, already loaded.
     """
+    start_tensorflow()  # quietly, before the trainer imports it
     from jobi_tf.training.trainer import train as train_run
 
     loaded = None if data is None else (data.entities, data.relations, data.index)
@@ -143,6 +145,7 @@ def advise(
         An `Advice`: ``.regime``, ``.command``, ``.reason``, ``.epoch_seconds``, ``.probe``;
         ``.to_dict()`` for all of it.
     """
+    start_tensorflow()
     from jobi_tf.training.advice import advise as advise_graph
 
     dataset = data if isinstance(data, Dataset) else load_dataset(data)

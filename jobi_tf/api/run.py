@@ -18,7 +18,9 @@ import numpy as np
 from jobi_tf.api.data import Dataset, load_dataset, python_errors
 from jobi_tf.config import EvalConfig, ExportConfig, RunConfig
 from jobi_tf.config.runs import RunFolder
+from jobi_tf.runtime.atomic import disk_errors
 from jobi_tf.runtime.errors import JobiError
+from jobi_tf.runtime.tf_settings import start_tensorflow
 
 __all__ = ["Run", "Embeddings", "Answers", "load_run", "restore_model"]
 
@@ -258,7 +260,8 @@ class Run:
         with python_errors():
             cfg = ExportConfig(**export_settings)
         train_triples = self.data.index.train if cfg.filter_known or cfg.typed else None
-        return export_run(self.path, path, cfg, model=self.model, train_triples=train_triples)
+        with disk_errors(path, "the SavedModel", "its earlier versions are intact"):  # the staging folder is removed
+            return export_run(self.path, path, cfg, model=self.model, train_triples=train_triples)
 
 
 def load_run(path: str | os.PathLike[str], *, data: Dataset | None = None) -> Run:
@@ -273,6 +276,7 @@ def load_run(path: str | os.PathLike[str], *, data: Dataset | None = None) -> Ru
     config = folder.read_config()
     if data is not None:
         folder.check_vocabs(data.entities, data.relations)
+    start_tensorflow()  # quietly, before the model imports it
     return Run(folder, config, restore_model(folder, config), data)
 
 

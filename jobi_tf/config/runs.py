@@ -7,7 +7,10 @@ layout is written down once::
     RUN/entities.txt         entity vocabulary, one label per line (line number = id)
     RUN/relations.txt        relation vocabulary
     RUN/checkpoint.npz       weights + optimizer + loop state at the last validation
+    RUN/checkpoint.previous.npz  the checkpoint before it (a damaged last one is not the end of the run)
     RUN/best.weights.npz     weights with the best validation metric so far
+    RUN/*.npz.sha256         the SHA-256 of each .npz beside it (``sha256sum -c`` reads it)
+    RUN/data.sha256          the SHA-256 of each file of a --data-dir run's data (its identity)
     RUN/metrics.json         final validation and test metrics
     RUN/tensorboard/         TensorBoard logs
     RUN/rung-<epochs>.json   metrics at each rung of a successive-halving search (jobi_tf.training.grid)
@@ -27,10 +30,12 @@ import json
 import os
 from pathlib import Path
 
-from jobi_tf.config import RunConfig
+from jobi_tf.config import DataConfig, RunConfig
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.runtime.atomic import write_json_atomic
+from jobi_tf.runtime.digests import read_sha256sums, sha256_file, write_sha256sums
 from jobi_tf.runtime.errors import CheckpointMismatchError, JobiError
+from jobi_tf.runtime.types import SPLITS
 
 __all__ = ["RunFolder"]
 
@@ -48,12 +53,14 @@ class RunFolder:
     entities = property(lambda self: self.path / "entities.txt")
     relations = property(lambda self: self.path / "relations.txt")
     checkpoint = property(lambda self: self.path / "checkpoint.npz")
+    previous_checkpoint = property(lambda self: self.path / "checkpoint.previous.npz")
     best_weights = property(lambda self: self.path / "best.weights.npz")
     slot_counts = property(lambda self: self.path / "slot_counts.npz")  # a sampled run's --slot-prior counts
     metrics = property(lambda self: self.path / "metrics.json")
     tensorboard = property(lambda self: self.path / "tensorboard")
     data = property(lambda self: self.path / "data")
     calibration = property(lambda self: self.path / "calibration.json")
+    data_digests = property(lambda self: self.path / "data.sha256")  # a --data-dir run's files: its data's identity
 
     def rung(self, epochs: int) -> Path:
         """``metrics.json`` as it was when a successive-halving search stopped the run at ``epochs``."""
@@ -64,19 +71,58 @@ class RunFolder:
         return self.metrics.exists()
 
     def prepare(self, cfg: RunConfig, entities: Vocab, relations: Vocab) -> None:
-        """Create the folder, or check that an existing one holds the same run."""
-        if self.config.exists():
-            saved = self.read_config()
-            if saved.training_identity() != cfg.training_identity():
-                diff = _first_difference(saved.training_identity(), cfg.training_identity())
-                raise CheckpointMismatchError(
-                    f"{self.path}: holds a different run ({diff}); use another --out or the same flags"
-                )
-            self.check_vocabs(entities, relations)
+        """Create the folder, or check that an existing one holds the same run; write ``cfg``
+        (what is about to be trained) as its ``config.json``."""
+        self.check_same_run(cfg, entities, relations)
         self.path.mkdir(parents=True, exist_ok=True)
+        if cfg.data.data_dir is not None and not self.data_digests.exists():
+            files = [Path(cfg.data.data_dir) / f"{split}.txt" for split in SPLITS]
+            write_sha256sums(self.data_digests, {f.name: sha256_file(f) for f in files if f.is_file()})
         write_json_atomic(self.config, cfg.to_dict())
         entities.save(self.entities)
         relations.save(self.relations)
+
+    def check_same_run(self, cfg: RunConfig, entities: Vocab, relations: Vocab) -> None:
+        """`CheckpointMismatchError` unless the folder is new or holds the run ``cfg`` describes."""
+        if not self.config.exists():
+            return
+        saved = self.read_config()
+        was, now = saved.training_identity(), cfg.training_identity()
+        if saved.data.data_dir is not None and cfg.data.data_dir is not None:
+            for identity in (was, now):  # a folder is its files (`check_data`), not how its path is spelled
+                identity["data"].pop("data_dir")
+        if was != now:
+            diff = _first_difference(was, now)
+            raise CheckpointMismatchError(
+                f"{self.path}: holds a different run ({diff}); use another --out or the same flags"
+            )
+        self.check_data(saved.data, cfg.data)
+        self.check_vocabs(entities, relations)
+
+    def check_data(self, saved: DataConfig, data: DataConfig) -> None:
+        """The data folder must hold the files the run started with, however its path is spelled.
+
+        Why by content: ``data/good``, ``./data/good/`` and its absolute path are one folder, and
+        a copy elsewhere is the same data; a file changed since is refused, naming it. A run
+        from before ``data.sha256`` is compared by resolved path.
+        """
+        if saved.data_dir is None or data.data_dir is None:
+            return
+        recorded = read_sha256sums(self.data_digests)
+        if not recorded:
+            if Path(saved.data_dir).resolve() != Path(data.data_dir).resolve():
+                raise CheckpointMismatchError(
+                    f"{self.path}: holds a different run (data.data_dir was {saved.data_dir!r}, now "
+                    f"{data.data_dir!r}); use another --out or the same flags"
+                )
+            return
+        for name, digest in recorded.items():
+            path = Path(data.data_dir) / name
+            if not path.is_file() or sha256_file(path) != digest:
+                raise CheckpointMismatchError(
+                    f"{path}: changed since the run in {self.path} started (not the file {self.data_digests.name} "
+                    "records); restore it, or train into another --out"
+                )
 
     def read_config(self) -> RunConfig:
         if not self.config.exists():

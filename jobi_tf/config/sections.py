@@ -27,6 +27,7 @@ from jobi_tf.config.fields import (
 from jobi_tf.config.sampler import AUTO_BIASED_CHUNK, SamplerConfig
 from jobi_tf.runtime import plugins
 from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.runtime.types import BENCHMARK_NAMES, DATASET_NAMES, benchmark_key
 
 __all__ = ["DataConfig", "SamplerConfig", "ModelConfig", "TrainConfig", "EvalConfig", "AUTO_BIASED_CHUNK"]
 
@@ -62,6 +63,9 @@ class DataConfig:
         # to fall back to the synthetic graph silently).
         if self.dataset is None and self.data_dir is None:
             object.__setattr__(self, "dataset", "synthetic")
+        # A name no dataset has is refused here, naming the flag, before TensorFlow loads.
+        if self.dataset not in (None, "synthetic") and benchmark_key(self.dataset) not in BENCHMARK_NAMES:
+            raise ConfigError("dataset", f"unknown dataset {self.dataset!r}; known: {', '.join(DATASET_NAMES)}")
         if self.dataset == "synthetic" and self.data_dir is not None:
             raise ConfigError("data_dir", f"has no meaning with the synthetic dataset. Received: {self.data_dir!r}")
         _positive_int("synthetic_entities", self.synthetic_entities, 10)

@@ -298,5 +298,9 @@ def _warn_unseen(index: KGIndex, source: str) -> None:
         rel_seen = np.isin(triples[:, RELATION], index.train[:, RELATION])
         if not rel_seen.all():
             logger.warning(
-                "%s/%s: %d triples use a relation never seen in train", source, split, int((~rel_seen).sum())
+                "%s/%s: %d triples use a relation never seen in train; ranked with its untrained embedding and "
+                "counted in the metrics (remove them from the file to leave them out)",
+                source,
+                split,
+                int((~rel_seen).sum()),
             )

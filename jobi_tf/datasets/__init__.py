@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from jobi_tf.runtime.errors import DatasetFormatError, JobiError
+from jobi_tf.runtime.types import BENCHMARK_NAMES, DATASET_NAMES, benchmark_key
 
 if TYPE_CHECKING:
     from jobi_tf.datasets.builders import KGTriplesBuilder
@@ -25,7 +26,7 @@ __all__ = ["NAMES", "TFDS_DIR_ENV", "load_named"]
 logger = logging.getLogger(__name__)
 
 #: The benchmarks `load_named` knows (same order as `jobi_tf.datasets.builders.BUILDERS`).
-NAMES: tuple[str, ...] = ("fb15k-237", "fb15k", "wn18rr", "yago3-10", "kinship", "umls", "nations")
+NAMES: tuple[str, ...] = BENCHMARK_NAMES
 
 #: Environment variable naming the TFDS prepared-data folder when ``data_dir`` is not given.
 TFDS_DIR_ENV = "JOBI_TF_TFDS_DIR"
@@ -120,10 +121,9 @@ def _read_split(builder, split: str, as_bytes: bool) -> np.ndarray:
 
 def _canonical_name(name: str) -> str:
     """Map ``"FB15k_237"`` and the like to a `NAMES` entry, or fail with the known names."""
-    key = str(name).strip().lower().replace("_", "-")
-    if key not in NAMES:
-        raise JobiError(f"unknown dataset {name!r}; known datasets: {', '.join(NAMES)}")
-    return key
+    if benchmark_key(name) not in NAMES:
+        raise JobiError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASET_NAMES)}")
+    return benchmark_key(name)
 
 
 def _check_manual_folder(folder: Path, name: str) -> None:

@@ -209,7 +209,7 @@ class KGTriplesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
             reason = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise JobiError(
                 f"{self.JOBI_NAME}: cannot download {self.URL} ({type(exc).__name__}: {reason}); "
-                "without network, pass manual_dir=<folder with train.txt, valid.txt, test.txt>"
+                + _offline(self.JOBI_NAME)
             ) from exc
         return {split: extracted / member for split, member in self.ARCHIVE_MEMBERS.items()}
 
@@ -253,9 +253,16 @@ def _check_reachable(url: str, name: str) -> None:
             pass
     except OSError as exc:
         raise JobiError(
-            f"{name}: cannot reach {parts.hostname} to download {url} ({type(exc).__name__}: {exc}); "
-            "without network, pass manual_dir=<folder with train.txt, valid.txt, test.txt>"
+            f"{name}: cannot reach {parts.hostname} to download {url} ({type(exc).__name__}: {exc}); {_offline(name)}"
         ) from exc
+
+
+def _offline(name: str) -> str:
+    """What to do without network, in the words of the command line (and of Python's ``data_dir``)."""
+    return (
+        f"without network, give a local copy: --data-dir FOLDER (data_dir= in Python) with train.txt, valid.txt, "
+        f"test.txt, or put them in $JOBI_TF_DATA_DIR/{name}/"
+    )
 
 
 def _strip_trailing_cr(data: bytes) -> bytes:

@@ -8,6 +8,7 @@ half of one, and a failed write must leave no stray temporary file and say so in
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -15,7 +16,10 @@ from pathlib import Path
 
 from jobi_tf.runtime.errors import JobiError
 
-__all__ = ["replacing", "write_text_atomic", "write_json_atomic"]
+__all__ = ["replacing", "write_text_atomic", "write_json_atomic", "disk_errors"]
+
+#: What a full or read-only disk is called in the messages of writers that raise their own errors.
+_DISK_ERRORS = tuple(os.strerror(code) for code in (errno.ENOSPC, errno.EROFS, errno.EDQUOT))
 
 
 @contextlib.contextmanager
@@ -51,3 +55,24 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
 def write_json_atomic(path: str | os.PathLike[str], data: dict) -> None:
     """``path`` holds ``data`` as indented, key-sorted JSON, replaced whole."""
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def disk_errors(path: str | os.PathLike[str], what: str, kept: str) -> Iterator[None]:
+    """A full or read-only disk met inside the block is a one-line `JobiError` naming ``path``.
+
+    Why: TensorFlow's writers (TensorBoard events, SavedModel) raise their own error types,
+    whose messages run over many lines, for what `replacing` reports as ``cannot write``. An
+    `OSError`, or an exception whose message names such an error, becomes
+    ``PATH: cannot write WHAT (No space left on device); KEPT``; any other exception passes.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT):
+            reason = exc.strerror
+        else:
+            reason = next((name for name in _DISK_ERRORS if name in str(exc)), None)
+        if reason is None:
+            raise
+        raise JobiError(f"{path}: cannot write {what} ({reason}); {kept}") from None

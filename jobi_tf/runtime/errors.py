@@ -12,6 +12,7 @@ __all__ = [
     "DatasetFormatError",
     "ConfigError",
     "CheckpointMismatchError",
+    "DamagedFileError",
     "GridSpecError",
     "ExportError",
     "TrainingStopped",
@@ -58,6 +59,21 @@ class ConfigError(JobiError):
 
 class CheckpointMismatchError(JobiError):
     """A run folder holds a run whose configuration differs from the requested one."""
+
+
+class DamagedFileError(JobiError):
+    """A saved file (checkpoint, weights) does not read back as it was written: truncated,
+    overwritten, empty, or its bytes differ from the SHA-256 written beside it.
+
+    Args:
+        path: the file.
+        reason: what is wrong with it, e.g. ``File is not a zip file``.
+    """
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: damaged ({reason})")
 
 
 class GridSpecError(JobiError):

@@ -190,10 +190,12 @@ def pooled_cpu_allocator_requested(environ: dict | None = None) -> bool:
 #: Lines TensorFlow's C++ runtime writes while it starts on a machine without a GPU: the
 #: CUDA stub and platform probes, absl's pre-initialisation notice, the CPU-feature banner.
 #: They read as errors to a newcomer and are not ("failed call to cuInit" on every CPU run).
+#: Also every INFO line of that moment (``I0000 ... port.cc:153] oneDNN custom operations are on``,
+#: written before absl's logging starts, so ``TF_CPP_MIN_LOG_LEVEL`` does not hide it).
 STARTUP_NOISE = re.compile(
     r"absl::InitializeLog\(\)|cudart_stub\.cc|cuda_platform\.cc|cuda_executor\.cc|cuInit|cpu_feature_guard\.cc"
     r"|To enable the following instructions|rebuild TensorFlow with the appropriate compiler flags"
-    r"|Unable to register cu(DNN|FFT|BLAS) factory|TF-TRT Warning"
+    r"|Unable to register cu(DNN|FFT|BLAS) factory|TF-TRT Warning|^I\d{4} \S+\s+\d+ \S+:\d+\] "
 )
 
 
@@ -218,12 +220,16 @@ def _startup_lines_filtered() -> Iterator[None]:
 
 
 def start_tensorflow(show_startup_logs: bool = False) -> None:
-    """Import TensorFlow and probe its devices now, without the GPU-probe lines of a CPU machine.
+    """Import TensorFlow and probe its devices now, without its start-up INFO lines and the
+    GPU-probe lines of a CPU machine.
 
-    The CLI calls this before a command's work (``-vv`` shows everything); the devices a run
-    finds are still logged by `jobi_tf.distributed.strategy`. Other output of those moments is kept.
+    The CLI calls this before a command's work (``-vv`` shows everything), and the Python API
+    before its first use of TensorFlow; ``TF_CPP_MIN_LOG_LEVEL=0`` in the environment shows them
+    too. The devices a run finds are still logged by `jobi_tf.distributed.strategy`. Other
+    output of those moments is kept.
     """
-    with contextlib.nullcontext() if show_startup_logs else _startup_lines_filtered():
+    show = show_startup_logs or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0"
+    with contextlib.nullcontext() if show else _startup_lines_filtered():
         import tensorflow as tf
 
         tf.config.list_physical_devices()

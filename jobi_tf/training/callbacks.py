@@ -24,8 +24,7 @@ from typing import Any
 
 import keras
 
-from jobi_tf.config.runs import RunFolder
-from jobi_tf.training.checkpoints import save_checkpoint
+from jobi_tf.training.checkpoints import save_run_checkpoint
 
 __all__ = [
     "LoopState",
@@ -260,7 +259,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._last = guard.step
         if self.write:
             self.state.epoch, self.state.step = guard.epoch, guard.step
-            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state.to_dict())
+            save_run_checkpoint(self.run_dir, self.model, self.state.to_dict())
             logger.info("epoch %d, step %d: checkpoint written", guard.epoch + 1, guard.step)
 
 
@@ -272,4 +271,4 @@ def checkpoint_interrupted(run_dir: Path, model, state: LoopState, guard: StopGu
     if (epoch, step) == (state.epoch, state.step) or not chief:
         return  # already saved (a validation at this epoch's end), or not ours to write
     state.epoch, state.step = epoch, step
-    save_checkpoint(RunFolder(run_dir).checkpoint, model, model.optimizer, state.to_dict())
+    save_run_checkpoint(run_dir, model, state.to_dict())

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import RunConfig
+from jobi_tf.runtime.atomic import disk_errors
 from jobi_tf.runtime.types import RANK_METRICS
 
 if TYPE_CHECKING:
@@ -83,9 +84,15 @@ class RunSummaries(keras.callbacks.Callback):
             self._writer = tf.summary.create_file_writer(str(self.log_dir))
         return self._writer
 
+    def _written(self):
+        """A full disk is one line; this callback runs after the epoch's checkpoint is written."""
+        return disk_errors(self.log_dir, "TensorBoard events", "the last checkpoint is kept; rerun to resume")
+
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        logs = logs or {}
-        step = epoch + 1
+        with self._written():
+            self._epoch_scalars(epoch + 1, logs or {})
+
+    def _epoch_scalars(self, step: int, logs: dict) -> None:
         with self.writer.as_default(step=step):
             for key, tag in _LOSSES.items():
                 if key in logs:
@@ -113,15 +120,16 @@ class RunSummaries(keras.callbacks.Callback):
     def validation_scalars(self, step: int, metrics: dict) -> None:
         """Every validation's metrics at the run's global step (``valid_by_step/*``), so that
         validations inside an epoch (``--eval-every-steps``) show as a curve of their own."""
-        with self.writer.as_default(step=step):
+        with self._written(), self.writer.as_default(step=step):
             for m in METRICS[:4]:
                 if m in metrics:
                     tf.summary.scalar(f"valid_by_step/{m}", metrics[m])
-        self.writer.flush()
+            self.writer.flush()
 
     def on_train_end(self, logs: dict | None = None) -> None:
         if self._writer is not None:
-            self._writer.flush()
+            with self._written():
+                self._writer.flush()
 
 
 def write_hparams(log_dir: Path, cfg: RunConfig) -> None:
@@ -130,7 +138,10 @@ def write_hparams(log_dir: Path, cfg: RunConfig) -> None:
         from tensorboard.plugins.hparams import api as hp
     except ImportError:  # TensorBoard not installed: scalars are still written
         return
-    with tf.summary.create_file_writer(str(log_dir)).as_default():
+    with (
+        disk_errors(log_dir, "TensorBoard events", "nothing was trained in this session"),
+        tf.summary.create_file_writer(str(log_dir)).as_default(),
+    ):
         hp.hparams(cfg.hparams(), trial_id=Path(log_dir).parent.name)
 
 

@@ -36,7 +36,7 @@ from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.regimes import checks
 from jobi_tf.runtime import plugins
-from jobi_tf.runtime.atomic import write_json_atomic
+from jobi_tf.runtime.atomic import disk_errors, write_json_atomic
 from jobi_tf.runtime.errors import TrainingStopped
 from jobi_tf.runtime.rng import caller_random_state_kept
 from jobi_tf.runtime.runlock import RunLock
@@ -51,11 +51,12 @@ from jobi_tf.training.callbacks import (
     checkpoint_interrupted,
     stop_on_signals,
 )
-from jobi_tf.training.checkpoints import load_checkpoint, load_weights, save_weights
+from jobi_tf.training.checkpoints import load_weights, save_weights
 from jobi_tf.training.fitting import fit_what_is_left, keras_fit
 from jobi_tf.training.growth import carry_over, plan_growth
 from jobi_tf.training.prior_weight import choose_prior_weight
 from jobi_tf.training.products import check_matmul_dtype, resolve_dtypes
+from jobi_tf.training.resume import restore, why_finished
 from jobi_tf.training.validation import EvaluationCallback, validation_evaluator
 
 __all__ = ["TrainResult", "EvaluationCallback", "StopGuard", "train", "build_model", "make_optimizer"]
@@ -146,11 +147,14 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
         plan_growth(cfg, run_dir, entities, relations, index) if cfg.train.init_from and not folder.finished else None
     )
     with RunLock(run_dir) if chief else contextlib.nullcontext():
+        if folder.finished:  # config.json is rewritten only when there is training to describe
+            folder.check_same_run(cfg, entities, relations)
+            skipped = why_finished(folder, cfg)
+            if skipped is not None:
+                logger.warning("%s", skipped)
+                return TrainResult(run_dir, folder.read_metrics())
         if chief:
             folder.prepare(cfg, entities, relations)
-        if folder.finished:
-            logger.info("%s already finished; its metrics are returned unchanged", run_dir)
-            return TrainResult(run_dir, folder.read_metrics())
         return _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth)
 
 
@@ -256,9 +260,9 @@ def _build_or_restore(cfg, run_dir, index, strategy, growth):
             model.prior.fill(index.train)
             if not model.prior.in_loss and is_chief(strategy):  # sparse counts: beside the weights, for `load_run`
                 model.prior.save(folder.slot_counts)
-        state = LoopState()
-        if folder.checkpoint.exists():
-            state = LoopState.from_dict(load_checkpoint(folder.checkpoint, model, optimizer))
+        restored = restore(folder, model, optimizer)  # the newest good saved state, or None
+        state = restored or LoopState()
+        if restored is not None:
             logger.info(  # 1-based, as the stop messages count: the next batch is step + 1 of that epoch
                 "resuming %s at epoch %d after step %d", run_dir, state.epoch + 1, state.step
             )
@@ -284,9 +288,9 @@ def _raise_if_stopped(run_dir: Path, model, state: LoopState, guard: StopGuard, 
     if guard.signal is not None:
         checkpoint_interrupted(run_dir, model, state, guard, chief)
         name = signal.Signals(guard.signal).name
+        where = f"at epoch {state.epoch + 1}, step {state.step}" if state.step else f"after epoch {state.epoch}"
         raise TrainingStopped(
-            f"{run_dir}: stopped by {name} at epoch {state.epoch + 1}, step {state.step}; checkpoint written, "
-            "rerun the same command to resume",
+            f"{run_dir}: stopped by {name} {where}; checkpoint written, rerun the same command to resume",
             exit_code=128 + guard.signal,
         )
 
@@ -333,11 +337,12 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
         **({"warnings": state.warnings} if state.warnings else {}),
     }
     write_json_atomic(folder.metrics, metrics)
-    summaries.write_test(folder.tensorboard, metrics["test"], metrics["valid"], metrics["best_epoch"])
-    entities, relations = folder.read_vocabs()
-    summaries.write_projector(folder.tensorboard, model, entities.labels, relations.labels, evaluator.index.train)
-    if model.table_shards:  # tracing would collect run metadata from every task, lost workers included
-        logger.info("parameter-server run: no Graphs tab (the graph is the single-device one: `jobi-tf export`)")
-    else:
-        summaries.write_graph(folder.tensorboard, model)
+    with disk_errors(folder.tensorboard, "TensorBoard's test, Projector and graph", f"{folder.metrics} is written"):
+        summaries.write_test(folder.tensorboard, metrics["test"], metrics["valid"], metrics["best_epoch"])
+        entities, relations = folder.read_vocabs()
+        summaries.write_projector(folder.tensorboard, model, entities.labels, relations.labels, evaluator.index.train)
+        if model.table_shards:  # tracing would collect run metadata from every task, lost workers included
+            logger.info("parameter-server run: no Graphs tab (the graph is the single-device one: `jobi-tf export`)")
+        else:
+            summaries.write_graph(folder.tensorboard, model)
     return metrics

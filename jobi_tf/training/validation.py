@@ -22,7 +22,7 @@ from jobi_tf.config.runs import RunFolder
 from jobi_tf.evaluation.ranking import FilteredEvaluator
 from jobi_tf.runtime.types import RANK_METRICS
 from jobi_tf.training.callbacks import LoopState, StopGuard
-from jobi_tf.training.checkpoints import save_checkpoint, save_weights
+from jobi_tf.training.checkpoints import save_run_checkpoint, save_weights
 
 __all__ = ["EvaluationCallback", "validation_evaluator"]
 
@@ -112,7 +112,7 @@ class EvaluationCallback(keras.callbacks.Callback):
         if self._stopped_inside and self.write:  # else --checkpoint-steps' to write: a large graph's
             self.state.epoch, self.state.step = guard.epoch, guard.step  # checkpoint is gigabytes
             self.state.train_seconds = self.elapsed()
-            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, self.state.to_dict())
+            save_run_checkpoint(self.run_dir, self.model, self.state.to_dict())
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         logs = logs if logs is not None else {}
@@ -132,7 +132,7 @@ class EvaluationCallback(keras.callbacks.Callback):
         state.epoch, state.step = done, 0
         state.train_seconds = self.elapsed()
         if self.write:
-            save_checkpoint(RunFolder(self.run_dir).checkpoint, self.model, self.model.optimizer, state.to_dict())
+            save_run_checkpoint(self.run_dir, self.model, state.to_dict())
 
     def _validate(self, epoch: int, step: int | None, logs: dict) -> dict:
         """Rank the validation triples; record (also in ``logs``), keep the best weights, stop
@@ -156,8 +156,10 @@ class EvaluationCallback(keras.callbacks.Callback):
         if metrics[self.monitor] > state.best:
             state.best, state.best_epoch, state.wait, state.best_valid = metrics[self.monitor], done, 0, metrics
             state.best_step = step
-            if self.write:
-                save_weights(RunFolder(self.run_dir).best_weights, self.model)
+            if self.write:  # with the state to go on from, should every checkpoint be damaged
+                at = (done, 0) if step is None else (epoch, step)
+                reached = {**state.to_dict(), "epoch": at[0], "step": at[1], "train_seconds": self.elapsed()}
+                save_weights(RunFolder(self.run_dir).best_weights, self.model, reached)
         else:
             state.wait += 1
             if state.stopped_early(self.patience):

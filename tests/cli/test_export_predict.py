@@ -104,7 +104,13 @@ def test_predict_locally_as_table_and_json(run_dir, tmp_path):
 
     unknown = runner.invoke(main, ["-q", "predict", "--model", str(base), "--head", "nobody", "--relation", relation])
     assert unknown.exit_code == 1
-    assert "unknown name" in _one_error_line(unknown) and "'nobody'" in unknown.output
+    assert _one_error_line(unknown) == "Error: unknown name: head='nobody' is not in the export's vocabulary"
+    for args, named in [
+        (["--head", head, "--relation", "no-such-relation"], "relation='no-such-relation' is"),
+        (["--head", "nobody", "--relation", relation, "--tail", "no-one"], "head='nobody', tail='no-one' are"),
+    ]:
+        unknown = runner.invoke(main, ["-q", "predict", "--model", str(base), *args])
+        assert _one_error_line(unknown) == f"Error: unknown name: {named} not in the export's vocabulary"
 
 
 def test_predict_errors(tmp_path):

@@ -195,10 +195,10 @@ def test_no_network_and_no_manual_folder_says_what_to_do(
 ) -> None:
     monkeypatch.setattr(urllib.request, "getproxies", dict)  # take the direct-connection path
 
-    with pytest.raises(JobiError, match="pass manual_dir=") as info:
+    with pytest.raises(JobiError, match=r"give a local copy: --data-dir FOLDER .* \$JOBI_TF_DATA_DIR/umls/$") as info:
         load_named("umls", data_dir=tmp_path)
 
-    assert "\n" not in str(info.value)
+    assert "\n" not in str(info.value) and "manual_dir" not in str(info.value)
     assert isinstance(info.value.__cause__, NetworkAccessError)  # failed at the quick probe
     assert network_attempts == [repr((("raw.githubusercontent.com", 443),))]
     network_attempts.clear()
