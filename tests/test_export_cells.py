@@ -167,9 +167,7 @@ def test_bad_cells_are_refused_in_one_line(tmp_path):
 
 def test_a_scorer_that_is_not_a_dot_product_is_refused(random_export, tmp_path, monkeypatch):
     source = random_export("complex")
-    monkeypatch.setattr(
-        type(source.model.scorer), "score_candidates", lambda self, q, rows: -tf.matmul(q, rows, transpose_b=True)
-    )
-    with pytest.raises(ExportError, match="not a dot product"):
+    monkeypatch.setattr(type(source.model.scorer), "dot_product", False)  # what a distance declares
+    with pytest.raises(ExportError, match="--cells: the complex scorer is not a dot product"):
         export_saved_model(source.model, source.entities, source.relations, tmp_path, ExportConfig(cells=2))
     assert not any(tmp_path.iterdir())  # nothing written

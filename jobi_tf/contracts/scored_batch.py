@@ -215,7 +215,7 @@ class ScoredBatch:
         """``[B, S, 1]`` the positive's score, then ``[B, S, K_b]`` its own candidates' (if any)."""
         model, features, rows = self.model, self.features, self.rows
         head_q, tail_q, score = self.head_q, self.tail_q, model.scorer.score_candidates
-        pos = tf.reduce_sum(tail_q * rows["tail"][:, None, :], -1)  # [B, S]
+        pos = _own_row_scores(model.scorer, tail_q, rows["tail"])  # [B, S]
         # With one corrupted side per positive, pick that side's query once and score every
         # candidate with it; otherwise score each candidate both ways and select per candidate.
         one_side = features.get(F.POSITIVE_CORRUPT_TAIL)
@@ -226,7 +226,7 @@ class ScoredBatch:
                 raise ValueError("a reciprocal model needs `positive_corrupt_tail` (one corrupted side per positive)")
             # A head corruption is ranked by the inverse query, the positive included.
             other = tf.where(one_side[:, None], rows["tail"], rows["head"])  # the entity not asked for
-            pos = tf.reduce_sum(query * other[:, None, :], -1)
+            pos = _own_row_scores(model.scorer, query, other)
             self.relation_rows = [tf.where(one_side[:, None], rows["relation"], rows["inverse"])]
         parts = [pos[:, :, None]]
         if F.CANDIDATES in features:
@@ -302,3 +302,12 @@ def every_nth_positive(features: dict[str, tf.Tensor], every: int) -> dict[str, 
         if rows != F.PAIR_ROW:
             kept[key] = value if rows in (F.CHUNK, F.BIASED_RUN) else value[::every]
     return kept
+
+
+def _own_row_scores(scorer, queries: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+    """``[B, S]``: each example's S queries ``[B, S, W]`` against its one row ``[B, W]`` (a
+    positive's): an elementwise product and sum for a dot-product scorer, else its
+    ``score_candidates``."""
+    if scorer.dot_product:
+        return tf.reduce_sum(queries * rows[:, None, :], -1)
+    return scorer.score_candidates(queries, rows[:, None, :])[..., 0]

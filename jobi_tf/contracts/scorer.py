@@ -11,6 +11,13 @@ exported top-k) is built from them:
 * ``score_candidates(q, rows)``: the scores of queries against candidate rows, ``<q, row>``
   here (a matmul); the hook a scorer that is not a dot product overrides.
 
+A scorer says which it is: ``dot_product`` (True here; False for a distance such as RotatE's,
+and by default for any subclass that overrides ``score_candidates`` without saying). The fast
+paths that need the dot-product form (one-pass ranking, the served tables' column layout and
+bfloat16 rows, the approximate export's cells) read it, and fall back or refuse in one line
+naming the scorer. ``relation_query`` is optional: without it, relation prediction is refused
+and the export has no relation signature.
+
 A scorer is a `keras.layers.Layer` so that one may own weights (a core tensor, a learned
 scale): the model tracks it, its weights train and are checkpointed with the tables. Each
 model gets its own instance (`jobi_tf.models.scorers.get_scorer`), made with the model's
@@ -22,7 +29,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-__all__ = ["Scorer", "heads_against_own_rows"]
+__all__ = ["Scorer", "heads_against_own_rows", "not_a_dot_product"]
 
 _LETTERS, _EXTRA = "abcdefgh", "stuv"  # einsum axis names: batch axes, then a query's extra axes
 
@@ -38,6 +45,21 @@ class Scorer(keras.layers.Layer):
     """
 
     kind: str | None = None
+    #: True: ``score_candidates`` is ``<query, row>``, so a ranking may be one matmul of the queries
+    #: with the table (module docstring). A subclass overriding ``score_candidates`` without
+    #: setting it is taken as not a dot product.
+    dot_product: bool = True
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "score_candidates" in cls.__dict__ and "dot_product" not in cls.__dict__:
+            cls.dot_product = False
+
+    @classmethod
+    def has_relation_query(cls) -> bool:
+        """True when the scorer builds ``relation_query`` (relation prediction, the export's
+        relation signature); a scorer may leave it out."""
+        return cls.relation_query is not Scorer.relation_query
 
     def __init__(self, dim: int | None = None, **kwargs) -> None:
         super().__init__(name=kwargs.pop("name", self.kind or type(self).__name__.lower()), **kwargs)
@@ -67,8 +89,9 @@ class Scorer(keras.layers.Layer):
 
     def relation_query(self, h: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
         """``[..., relation_width]`` query for relations given head rows ``h`` and tail rows
-        ``t``: ``s(h, r, t) = <q, R[r]>`` (relation prediction, Chen et al. 2021)."""
-        raise NotImplementedError
+        ``t``: ``s(h, r, t) = <q, R[r]>`` (relation prediction, Chen et al. 2021). Optional
+        (`has_relation_query`)."""
+        raise NotImplementedError(f"the {type(self).__name__} scorer has no relation_query")
 
     def score_candidates(self, queries: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
         """Scores of queries against candidate entity rows: the one place a score is computed
@@ -96,8 +119,12 @@ class Scorer(keras.layers.Layer):
         return tf.einsum(f"{batch}{extra}w,{batch}kw->{batch}{extra}k", queries, rows)
 
     def score(self, h: tf.Tensor, r: tf.Tensor, t: tf.Tensor) -> tf.Tensor:
-        """``[...]`` scores of triples given their rows."""
-        return tf.reduce_sum(self.tail_query(h, r) * t, axis=-1)
+        """``[...]`` scores of triples given their rows: the tail query against each triple's own
+        tail, by ``score_candidates`` (a dot product's as one elementwise product and sum)."""
+        query = self.tail_query(h, r)
+        if self.dot_product:
+            return tf.reduce_sum(query * t, axis=-1)
+        return self.score_candidates(query, tf.expand_dims(tf.convert_to_tensor(t, query.dtype), -2))[..., 0]
 
     def cubed_norm(self, x: tf.Tensor) -> tf.Tensor:
         """``[...]`` sum of the cubed moduli of a row's components (the N3 penalty's term).
@@ -106,6 +133,13 @@ class Scorer(keras.layers.Layer):
         each complex component, as Lacroix et al. (2018) define N3.
         """
         return tf.reduce_sum(tf.abs(x) ** 3, axis=-1)
+
+
+def not_a_dot_product(scorer, what: str) -> str:
+    """The one line a path that needs ``<query, row>`` scores gives for ``scorer``: ``what``
+    names the path (``--cells``)."""
+    name = scorer.kind or type(scorer).__name__
+    return f"{what}: the {name} scorer is not a dot product of a query and an entity row"
 
 
 @tf.custom_gradient

@@ -22,6 +22,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from jobi_tf.contracts.scorer import not_a_dot_product
 from jobi_tf.evaluation.counts import BlockCounts
 from jobi_tf.evaluation.one_pass import OnePassCounter
 
@@ -78,8 +79,15 @@ class BlockRanker:
             counts = self.one_pass.count(q, products, filtered, targets, blocks, offsets)
             if counts is not None:
                 return counts
-        if self.one_pass.dtype != "float32" and not self._warned:
-            self._warned = True  # a run's validation goes on, exact and slower, rather than stop mid-run
+        if several and not self._warned and not self.one_pass.handles(scorer):
+            self._warned = True  # a run's validation goes on, by two passes, rather than stop mid-run
+            why = not_a_dot_product(scorer, "one-pass ranking")
+            if self.one_pass.dtype != "float32":
+                logger.warning("%s; ranking in float32, by two passes", why)
+            else:
+                logger.info("%s; ranking by two passes", why)
+        elif self.one_pass.dtype != "float32" and not self._warned:
+            self._warned = True
             logger.warning("bfloat16 ranking needs a dot-product scorer without --restrict; ranking in float32")
         return self._count_two_pass(scorer, q, table, filtered, targets, blocks, allowed, offsets)
 

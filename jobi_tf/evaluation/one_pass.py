@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from jobi_tf.contracts.scorer import Scorer
 from jobi_tf.evaluation.counts import BlockCounts
 
 __all__ = ["OnePassCounter", "TILE"]
@@ -58,7 +57,7 @@ class OnePassCounter:
     @staticmethod
     def handles(scorer) -> bool:
         """True for a scorer whose candidates' scores are the base class's dot products."""
-        return type(scorer).score_candidates is Scorer.score_candidates
+        return scorer.dot_product
 
     def product_table(self, table):
         """The table as the tiles slice it: a tensor read once (a variable's slice would read the

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from jobi_tf.contracts.scorer import Scorer
+from jobi_tf.contracts.scorer import not_a_dot_product
 from jobi_tf.export.cells import FREQUENT, CellIndex, Cells, SlotCells, counts_in_cells
 from jobi_tf.export.scorer_module import _K, _NAMES, TripleScorerModule
 from jobi_tf.export.served_tables import read_value
@@ -68,10 +68,8 @@ class ApproximateScorerModule(TripleScorerModule):
 
     def __init__(self, *args, cells: Cells, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if type(self._scorer).score_candidates is not Scorer.score_candidates:
-            raise ExportError(
-                f"--cells: the {type(self._scorer).__name__} scorer is not a dot product of query and row"
-            )
+        if not self._scorer.dot_product:
+            raise ExportError(not_a_dot_product(self._scorer, "--cells"))
         self.cells = CellIndex(cells)
         self.slot_cells = None
         if self.slot_prior is not None:

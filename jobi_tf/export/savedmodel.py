@@ -87,13 +87,14 @@ def known_facts(train: np.ndarray, num_relations: int, num_entities: int) -> tup
     )
 
 
-def _signatures(cfg: ExportConfig) -> tuple[str, ...]:
+def _signatures(cfg: ExportConfig, scorer) -> tuple[str, ...]:
     optional = (
         (TYPED_SIGNATURES, cfg.typed),
         (SOFT_TYPED_SIGNATURES, cfg.pair_head),
         (APPROXIMATE_SIGNATURES, cfg.cells),
     )
-    return SIGNATURES + tuple(name for names, wanted in optional if wanted for name in names)
+    served = tuple(s for s in SIGNATURES if s != "predict_relation" or scorer.has_relation_query())  # it may have none
+    return served + tuple(name for names, wanted in optional if wanted for name in names)
 
 
 def export_saved_model(
@@ -138,7 +139,7 @@ def export_saved_model(
     tables = (entity_table, relation_table)
     module = _module_factory(model, tables, len(relations), cfg, train_triples, calibration, cells, prior)
     info = {**_metadata(model, len(entities), len(relations), cfg, calibration), **(metadata or {})}
-    _write_version(module, entity_labels, relations, _signatures(cfg), info, final)
+    _write_version(module, entity_labels, relations, _signatures(cfg, model.scorer), info, final)
     logger.info("exported %s", final)
     entity_bytes = entity_table.size * (2 if cfg.table_dtype == "bfloat16" else 4)
     return ExportResult(final, version, directory_bytes(final), entity_bytes + relation_table.nbytes)
@@ -227,7 +228,7 @@ def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: Expo
         "table_dtype": cfg.table_dtype,
         "calibrated": calibration is not None,
         "calibration": None if calibration is None else calibration.method,
-        "signatures": {"serving_default": DEFAULT_SIGNATURE, **{s: s for s in _signatures(cfg)}},
+        "signatures": {"serving_default": DEFAULT_SIGNATURE, **{s: s for s in _signatures(cfg, model.scorer)}},
     }
 
 

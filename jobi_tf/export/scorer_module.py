@@ -115,6 +115,8 @@ class TripleScorerModule(tf.Module):
         )
         # The slot prior's counts (`jobi_tf.models.slot_prior`), part of every score of a model trained with one.
         self.slot_prior = ServedPrior.optional(slot_prior, self.num_entities, self.num_relations)
+        if not scorer.has_relation_query():  # saving traces every function: leave out the one it cannot build
+            self.predict_relation = None
 
     @staticmethod
     def _same_length(**names: tf.Tensor) -> list[tf.Tensor]:

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.config import TABLE_DTYPES
-from jobi_tf.contracts.scorer import Scorer
+from jobi_tf.contracts.scorer import Scorer, not_a_dot_product
 from jobi_tf.data.index import CSR
 from jobi_tf.evaluation.calibration import Calibration
 from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior
@@ -106,11 +106,11 @@ class EntityTable(tf.Module):
 
     def __init__(self, table: np.ndarray, scorer: Scorer, columns: bool = True, dtype: str = "float32") -> None:
         super().__init__(name="entity_table")
-        dot = type(scorer).score_candidates is Scorer.score_candidates
+        dot = scorer.dot_product
         if dtype not in TABLE_DTYPES:
             raise ExportError(f"--table-dtype: one of {', '.join(TABLE_DTYPES)}, got {dtype!r}")
         if dtype != "float32" and not dot:
-            raise ExportError(f"--table-dtype {dtype}: the {type(scorer).__name__} scorer is not a dot product")
+            raise ExportError(not_a_dot_product(scorer, f"--table-dtype {dtype}"))
         self.widened = dtype != "float32"
         self.by_column = columns and dot and not self.widened
         self.num_entities = len(table)

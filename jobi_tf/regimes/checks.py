@@ -44,6 +44,7 @@ def check(cfg: RunConfig) -> None:
     scorer, optimizer: `jobi_tf.runtime.plugins.check_all`), the settings only some regimes read,
     then what the regime's declarations imply and its own check."""
     plugins.check_all(cfg)
+    _check_relation_query(cfg)
     regime = _regime(cfg)
     _check_regime_options(cfg, regime)
     if regime.samples_negatives:
@@ -104,6 +105,15 @@ def _check_pair_every(cfg: RunConfig) -> None:
     for flag, size in chunks.items():
         if size and size % every:
             raise ConfigError("pair_every", f"must divide {flag} {size}. Received: {every}")
+
+
+def _check_relation_query(cfg: RunConfig) -> None:
+    """Relation prediction scores relations through the scorer's ``relation_query``, which a
+    scorer may leave out (`jobi_tf.contracts.scorer.Scorer.has_relation_query`)."""
+    name = cfg.model.model
+    if cfg.train.relation_prediction and name in plugins.names("scorer"):
+        if not plugins.load("scorer", name).has_relation_query():
+            raise ConfigError("relation_prediction", f"the {name} scorer has no relation query; leave it at 0")
 
 
 def check_placement(cfg: RunConfig, replicas: int) -> None:

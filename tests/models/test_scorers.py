@@ -75,16 +75,61 @@ def test_unknown_model_names_the_argument():
 
 @pytest.mark.parametrize("name", sorted(SCORERS))
 def test_every_scorer_keeps_the_query_contract(name):
-    """Its score is the dot of each of its three queries with the missing part's row, and
-    ``score_candidates`` ranks with the same numbers."""
+    """``score_candidates`` of each query against the missing part's rows gives the triple's
+    score, for every scorer; a dot-product scorer's queries are also dotted with the rows, and
+    its relation query (when it has one) keeps the same numbers."""
     dim = 4
     scorer = get_scorer(name, dim)
     h, r, t = (tf.constant(x, tf.float32) for x in _rows(scorer, dim, np.random.default_rng(2)))
     score = scorer.score(h, r, t).numpy()
-    for query, row in ((scorer.tail_query(h, r), t), (scorer.head_query(r, t), h), (scorer.relation_query(h, t), r)):
-        np.testing.assert_allclose(tf.reduce_sum(query * row, axis=-1).numpy(), score, rtol=1e-4, atol=1e-5)
-    every = scorer.score_candidates(scorer.tail_query(h, r), t).numpy()  # [8, 8]: each query x every tail
-    np.testing.assert_allclose(np.diag(every), score, rtol=1e-4, atol=1e-5)
+    for query, row in ((scorer.tail_query(h, r), t), (scorer.head_query(r, t), h)):
+        every = scorer.score_candidates(query, row).numpy()  # [8, 8]: each query x every candidate
+        np.testing.assert_allclose(np.diag(every), score, rtol=1e-4, atol=1e-5)
+        if scorer.dot_product:
+            np.testing.assert_allclose(tf.reduce_sum(query * row, axis=-1).numpy(), score, rtol=1e-4, atol=1e-5)
+    if scorer.has_relation_query():
+        relation = scorer.relation_query(h, t)
+        np.testing.assert_allclose(np.diag(scorer.score_candidates(relation, r).numpy()), score, rtol=1e-4, atol=1e-5)
+
+
+def test_a_scorer_overriding_score_candidates_is_not_taken_as_a_dot_product():
+    class Far(Scorer):
+        def score_candidates(self, queries, rows):
+            return -tf.norm(queries[..., None, :] - rows, axis=-1)
+
+    class Scaled(Scorer):
+        dot_product = True  # declared: its own matmul, still a dot product
+
+        def score_candidates(self, queries, rows):
+            return 2.0 * super().score_candidates(queries, rows)
+
+    assert not Far.dot_product and Scaled.dot_product and Scorer.dot_product
+    assert not Far.has_relation_query() and get_scorer("complex").has_relation_query()
+
+
+def test_score_goes_through_score_candidates_when_not_a_dot_product():
+    class Far(Scorer):
+        def entity_width(self, dim):
+            return dim
+
+        def relation_width(self, dim):
+            return dim
+
+        def tail_query(self, h, r):
+            return h + r
+
+        def score_candidates(self, queries, rows):  # [B, W] against their own [B, 1, W]
+            return -tf.norm(queries[..., None, :] - rows, axis=-1)
+
+    rng = np.random.default_rng(3)
+    h, r, t = (rng.normal(size=(6, 3)) for _ in range(3))
+    expected = -np.linalg.norm(h + r - t, axis=1)
+    np.testing.assert_allclose(Far().score(h, r, t).numpy(), expected, rtol=1e-10)
+
+
+def test_a_scorer_without_relation_query_says_so_in_one_line():
+    with pytest.raises(NotImplementedError, match="the RotatE scorer has no relation_query"):
+        get_scorer("rotate", 2).relation_query(tf.ones([1, 4]), tf.ones([1, 4]))
 
 
 @pytest.mark.parametrize("name", sorted(SCORERS))
