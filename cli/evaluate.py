@@ -6,7 +6,7 @@ import json
 
 import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
-from jobi_tf.cli.options import eval_options, slot_prior_option
+from jobi_tf.cli.options import chosen_prior_weight, eval_options, prior_weight_option
 
 from jobi_tf.config import EvalConfig
 
@@ -25,7 +25,7 @@ __all__ = ["evaluate"]
     is_flag=True,
     help="Also rank the true relation of each (h, ?, t) among all relations (filtered): 'relation_prediction'.",
 )
-@slot_prior_option("rank")
+@prior_weight_option("rank")
 @eval_options
 @click.pass_context
 @reports_errors
@@ -36,7 +36,8 @@ def evaluate(
     tails_only: bool,
     per_relation: bool,
     relations: bool,
-    slot_prior: float | None,
+    prior_weight: float | None,
+    older_prior_weight: float | None,
     **flags,
 ) -> None:
     """Print MRR and Hits@1/3/10 (overall, head, tail) of RUN_DIR's best weights as JSON."""
@@ -46,8 +47,9 @@ def evaluate(
 
     with progress_to_stderr():
         run = load_run(run_dir)
-        if slot_prior is not None:
-            run.use_slot_prior(slot_prior)
+        weight = chosen_prior_weight(prior_weight, older_prior_weight)
+        if weight is not None:
+            run.use_slot_prior(weight)
         metrics = run.evaluate(split, eval_config=eval_cfg, tails_only=tails_only, progress=not ctx.obj["quiet"])
         if relations:
             metrics["relation_prediction"] = run.evaluate_relations(split, eval_config=eval_cfg)

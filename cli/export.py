@@ -7,7 +7,7 @@ import json
 
 import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
-from jobi_tf.cli.options import slot_prior_option
+from jobi_tf.cli.options import chosen_prior_weight, prior_weight_option
 
 from jobi_tf.config import TABLE_DTYPES, ExportConfig
 from jobi_tf.config.runs import RunFolder
@@ -78,10 +78,17 @@ def _whole(param: click.Parameter, value: str) -> int:
     "from the rounded rows (a few exact top-10 answers change: docs/serving.md); its top-k uses XLA, so "
     "TensorFlow Serving needs --xla_cpu_compilation_enabled=true.",
 )
-@slot_prior_option("serve")
+@prior_weight_option("serve")
 @click.pass_context
 @reports_errors
-def export(ctx: click.Context, run_dir: str, export_base: str, slot_prior: float | None, **flags) -> None:
+def export(
+    ctx: click.Context,
+    run_dir: str,
+    export_base: str,
+    prior_weight: float | None,
+    older_prior_weight: float | None,
+    **flags,
+) -> None:
     """Export RUN_DIR's best weights (triple head only) to OUT/<version>/; print what was written as JSON.
 
     The SavedModel takes and returns names: signatures score, predict_tail (the default),
@@ -96,8 +103,9 @@ def export(ctx: click.Context, run_dir: str, export_base: str, slot_prior: float
 
     with progress_to_stderr():
         run = load_run(run_dir)
-        if slot_prior is not None:
-            run.use_slot_prior(slot_prior)
+        weight = chosen_prior_weight(prior_weight, older_prior_weight)
+        if weight is not None:
+            run.use_slot_prior(weight)
         result = run.export(export_base, **dataclasses.asdict(cfg))
     checkpoint = RunFolder(run_dir).checkpoint
     summary = {

@@ -14,7 +14,14 @@ import click
 
 from jobi_tf.config import SECTIONS, DataConfig, EvalConfig, RunConfig, flag_name
 
-__all__ = ["config_options", "config_from_flags", "eval_options", "graph_options", "slot_prior_option"]
+__all__ = [
+    "config_options",
+    "config_from_flags",
+    "eval_options",
+    "graph_options",
+    "prior_weight_option",
+    "chosen_prior_weight",
+]
 __all__ += ["TRAIN_SECTIONS"]
 
 #: The sections ``jobi-tf train`` exposes, in the order its help lists them.
@@ -88,14 +95,27 @@ def eval_config(flags: dict) -> EvalConfig:
     return EvalConfig(**{f.name: flags[f.name] for f in dataclasses.fields(EvalConfig)})
 
 
-def slot_prior_option(purpose: str) -> Callable:
-    """``--slot-prior W`` of `evaluate` and `export`: a sampled run's weight of the slot counts in
-    place of its own (`jobi_tf.api.Run.use_slot_prior`); ``purpose`` is the verb, "rank" or "serve"."""
-    return click.option(
-        "--slot-prior",
-        type=click.FloatRange(min=0),
-        default=None,
-        metavar="W",
-        help=f"A sampled run: {purpose} with W x the slot counts in place of its own --slot-prior (0: the tables "
-        "alone). Its loss left them out, so any W fits its tables: choose W with jobi-tf evaluate --split valid.",
-    )
+def prior_weight_option(purpose: str) -> Callable:
+    """``--prior-weight W`` of `evaluate` and `export`: a sampled run's weight of the slot counts in
+    place of its own ``--slot-prior`` (`jobi_tf.api.Run.use_slot_prior`, which checks it);
+    ``purpose`` is the verb, "rank" or "serve". ``--slot-prior``, its older spelling, still works
+    (hidden): commands printed in the docs' raw files use it."""
+
+    def decorate(command: Callable) -> Callable:
+        command = click.option("--slot-prior", "older_prior_weight", type=float, default=None, hidden=True)(command)
+        return click.option(
+            "--prior-weight",
+            type=float,
+            default=None,
+            metavar="W",
+            help=f"A sampled run: {purpose} with W x the slot counts in place of the --slot-prior it trained with "
+            "(0: the tables alone; W >= 0). Its loss left them out, so any W fits its tables: choose W with "
+            "jobi-tf evaluate --split valid.",
+        )(command)
+
+    return decorate
+
+
+def chosen_prior_weight(prior_weight: float | None, older_prior_weight: float | None) -> float | None:
+    """``--prior-weight``, else its older spelling ``--slot-prior``, else None (the run's own)."""
+    return prior_weight if prior_weight is not None else older_prior_weight

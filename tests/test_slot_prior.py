@@ -313,8 +313,13 @@ def test_a_sampled_run_trains_without_the_counts_and_ranks_and_reloads_with_them
     other = load_run(tmp_path / "plain")  # trained without: the counts come from its data
     other.use_slot_prior(1.0)
     assert other.evaluate("test")["mrr"] == pytest.approx(with_counts.metrics["test"]["mrr"], rel=1e-6)
-    with pytest.raises(JobiError, match="slot_prior must be a number >= 0"):
+    with pytest.raises(JobiError, match="--prior-weight: must be a finite number >= 0"):
         other.use_slot_prior(-1)
+    assert other.model.slot_prior == 1.0 and other.model.get_config()["slot_prior"] == 1.0  # the prior owns it
+    other.use_slot_prior(0)
+    assert other.model.get_config()["slot_prior"] == 0.0
+    with pytest.raises(ConfigError, match="--slot-prior: must be a finite number >= 0"):
+        other.model.prior = SparseSlotPrior(float("nan"), E, R)
 
 
 def test_the_cli_moves_a_sampled_runs_weight_and_refuses_a_one_vs_all_runs(tmp_path):
@@ -331,12 +336,13 @@ def test_the_cli_moves_a_sampled_runs_weight_and_refuses_a_one_vs_all_runs(tmp_p
     runner = CliRunner()
     outs = {}
     for weight in ("0", "1"):
-        result = runner.invoke(cli, ["evaluate", str(tmp_path / "sampled"), "--slot-prior", weight])
+        flag = "--prior-weight" if weight == "1" else "--slot-prior"  # the older spelling still works
+        result = runner.invoke(cli, ["evaluate", str(tmp_path / "sampled"), flag, weight])
         assert result.exit_code == 0, result.output
         outs[weight] = json.loads(result.output.strip().splitlines()[-1])
     assert outs["0"]["slot_prior"] == 0.0 and outs["1"]["slot_prior"] == 1.0
     assert outs["0"]["mrr"] != pytest.approx(outs["1"]["mrr"])
-    export_args = ["export", str(tmp_path / "sampled"), "--out", str(tmp_path / "x"), "--slot-prior", "1"]
+    export_args = ["export", str(tmp_path / "sampled"), "--out", str(tmp_path / "x"), "--prior-weight", "1"]
     result = runner.invoke(cli, export_args)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output.strip().splitlines()[-1])["slot_prior"] == 1.0
@@ -345,6 +351,8 @@ def test_the_cli_moves_a_sampled_runs_weight_and_refuses_a_one_vs_all_runs(tmp_p
         result = runner.invoke(cli, [*export_args[:-1], weight, "--cells", "2", "--force"])
         assert result.exit_code == 0, result.output
         assert json.loads(result.output.strip().splitlines()[-1])["slot_prior"] == float(weight)
+    refused = runner.invoke(cli, ["evaluate", str(tmp_path / "sampled"), "--prior-weight", "-1"])
+    assert refused.exit_code != 0 and "--prior-weight: must be a finite number >= 0" in refused.output
     train(_run_cfg(lr=0.1), tmp_path / "one-vs-all", verbose=0)
     with pytest.raises(JobiError, match="only a sampled run's weight can change"):
         load_run(tmp_path / "one-vs-all").use_slot_prior(0.5)

@@ -160,14 +160,14 @@ class Run:
         A 1-vs-all run trained with its own weight. The counts are the run folder's, else
         counted from the run's data.
         """
+        from jobi_tf.config.fields import slot_prior_weight
         from jobi_tf.contracts.objectives import SAMPLED
         from jobi_tf.models.slot_prior import SparseSlotPrior
 
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight >= 0:
-            raise JobiError(f"slot_prior must be a number >= 0. Received: {weight!r}")
+        weight = slot_prior_weight(weight, "prior_weight")  # one line naming evaluate/export's --prior-weight
         if self.model.objective.regime != SAMPLED:
             raise JobiError(
-                f"slot_prior: {self.path} trained with its prior in the loss ({self.model.loss_kind}); "
+                f"--prior-weight: {self.path} trained with its prior in the loss ({self.model.loss_kind}); "
                 "only a sampled run's weight can change after training"
             )
         prior = self.model.prior
@@ -178,7 +178,7 @@ class Run:
             else:
                 prior.fill(self.data.index.train)
         if prior is not None:
-            prior.weight = float(weight)
+            prior.weight = weight
         self.model.prior = prior if weight else None
         self._scorers.clear()  # a scorer module holds the prior it was built with
 

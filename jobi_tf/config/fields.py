@@ -14,7 +14,7 @@ from typing import Any
 from jobi_tf.runtime import plugins
 from jobi_tf.runtime.errors import ConfigError
 
-__all__ = ["setting", "flag_name", "variant_name", "VARIANTS"]
+__all__ = ["setting", "flag_name", "variant_name", "VARIANTS", "slot_prior_weight"]
 
 MODELS = plugins.names("scorer")  # the modules of jobi_tf/models/scorers
 LOSSES = plugins.names("loss")  # the modules of jobi_tf/losses
@@ -70,6 +70,16 @@ def _positive_int(field: str, value: int, minimum: int = 1) -> None:
 def _probability(field: str, value: float) -> None:
     if not isinstance(value, (int, float)) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ConfigError(field, f"must be a number in [0, 1]. Received: {value!r}")
+
+
+def slot_prior_weight(value: float, option: str = "slot_prior") -> float:
+    """The slot counts' weight ``w`` (`jobi_tf.models.slot_prior`) as a float, or a `ConfigError`
+    naming ``option``: the one check of it, for the training flag (``--slot-prior``), the
+    evaluate/export override (``--prior-weight``) and the prior object's ``weight``."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+    if not ok:
+        raise ConfigError(option, f"must be a finite number >= 0. Received: {value!r}")
+    return float(value)
 
 
 def _positive_float(field: str, value: float, allow_zero: bool = False) -> None:

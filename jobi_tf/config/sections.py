@@ -23,6 +23,7 @@ from jobi_tf.config.fields import (
     _positive_int,
     _probability,
     setting,
+    slot_prior_weight,
 )
 from jobi_tf.config.sampler import AUTO_BIASED_CHUNK, SamplerConfig
 from jobi_tf.runtime import plugins
@@ -307,7 +308,7 @@ class TrainConfig:
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
         _positive_float("slot_weight", self.slot_weight, allow_zero=True)
-        _positive_float("slot_prior", self.slot_prior, allow_zero=True)
+        slot_prior_weight(self.slot_prior)
         if self.slot_prior_in_loss and not self.slot_prior:
             raise ConfigError(
                 "slot_prior_in_loss", "needs --slot-prior W > 0 (the weight the loss adds the counts with)"

@@ -126,16 +126,22 @@ class JoBiModel(TableQueries, DistributedModel):
         self.penalty = regularizers.get(regularizer, relation_penalty=relation_penalty)
         self.regularization, self.relation_penalty = regularization, relation_penalty
         self.regularizer = regularizer if isinstance(regularizer, str) else None  # (the config's name)
-        self.table_shards, self.slot_prior = table_shards, slot_prior
+        self.table_shards, self.prior = table_shards, None
         if table_shards:
-            self._check_shardable()
-        self._make_tables(table_shards, table_seed)
+            self._check_shardable(slot_prior)
+        self._make_tables(table_shards, table_seed, slot_prior)
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
         self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
         self.built = True  # every variable exists now; no input is needed to build
 
-    def _make_tables(self, table_shards: int, table_seed: int) -> None:
+    @property
+    def slot_prior(self) -> float:
+        """``w`` of the slot prior the model ranks with now (0: none). The prior object owns it,
+        so a weight moved after training (`jobi_tf.api.Run.use_slot_prior`) is what `get_config` says."""
+        return self.prior.weight if self.prior is not None else 0.0
+
+    def _make_tables(self, table_shards: int, table_seed: int, slot_prior: float) -> None:
         """The entity table and each head's relation table (`jobi_tf.models.tables.make_tables`);
         with ``reciprocal``, row ``r + num_relations`` of a relation table is ``r``'s inverse; and
         the slot prior's table of counts when it has a weight."""
@@ -148,9 +154,9 @@ class JoBiModel(TableQueries, DistributedModel):
         self.entity_embeddings = tables["entity_embeddings"]
         self.triple_relations = tables["triple_relations"]
         self.pair_relations = tables.get("pair_relations")
-        self.prior = add_slot_prior(self, self.slot_prior) if self.slot_prior else None
+        self.prior = add_slot_prior(self, slot_prior) if slot_prior else None
 
-    def _check_shardable(self) -> None:
+    def _check_shardable(self, slot_prior: float) -> None:
         """Sharded tables are read a row at a time: refuse what reads a whole table."""
         if self.objective.regime != SAMPLED:
             raise ValueError(f"table_shards needs sampled softmax: loss {self.loss_kind!r} reads every entity")
@@ -158,7 +164,7 @@ class JoBiModel(TableQueries, DistributedModel):
             raise ValueError("table_shards: relation_prediction reads the whole relation table; set it to 0")
         if self.scorer.weights:
             raise ValueError("table_shards: a scorer with weights of its own cannot be sharded")
-        if self.slot_prior:
+        if slot_prior:
             raise ValueError("table_shards: the slot prior is not built for sharded tables; set slot_prior to 0")
 
     @property

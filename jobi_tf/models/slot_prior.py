@@ -35,6 +35,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from jobi_tf.config.fields import slot_prior_weight
 from jobi_tf.contracts.objectives import ONE_VS_ALL, SAMPLED
 from jobi_tf.runtime.atomic import replacing
 from jobi_tf.runtime.errors import ConfigError, JobiError
@@ -91,7 +92,20 @@ def untrained_loss(log_counts: np.ndarray, train: np.ndarray, weight: float) -> 
     return float(np.mean(tail + head))
 
 
-class SlotPrior:
+class _Weighted:
+    """The prior's weight ``w``, checked on every assignment (`slot_prior_weight`): the one owner
+    of the value that ``--slot-prior``, ``--prior-weight`` and ``--choose-slot-prior`` set."""
+
+    @property
+    def weight(self) -> float:
+        return self._weight
+
+    @weight.setter
+    def weight(self, value: float) -> None:
+        self._weight = slot_prior_weight(value)
+
+
+class SlotPrior(_Weighted):
     """The prior's offsets (module docstring) from a ``[2R, E]`` table of log counts and ``w``.
 
     Args:
@@ -105,7 +119,7 @@ class SlotPrior:
     def __init__(self, table, weight: float, num_relations: int) -> None:
         backing = getattr(table, "value", table)  # gathers from a tf.Variable read only the rows asked
         self.table = backing if isinstance(backing, tf.Variable) else table
-        self.weight, self.num_relations = float(weight), int(num_relations)
+        self.weight, self.num_relations = weight, int(num_relations)
 
     def fill(self, train: np.ndarray) -> None:
         """Count the training triples ``train`` (int ``[T, 3]``) into the table (a variable)."""
@@ -147,8 +161,6 @@ def add_slot_prior(model: keras.Model, weight: float) -> SlotPrior | SparseSlotP
     `SlotPrior.fill`), in its training softmax too. Sampled: the sparse counts, filled by
     `SparseSlotPrior.fill` or `SparseSlotPrior.load`, for ranking and serving only (module
     docstring). Other objectives take no prior."""
-    if weight < 0:
-        raise ValueError(f"slot_prior must be >= 0. Received: slot_prior={weight!r}")
     if model.objective.regime == SAMPLED:
         return SparseSlotPrior(weight, model.num_entities, model.num_relations)
     if model.objective.regime != ONE_VS_ALL or model.relation_prediction:
@@ -171,7 +183,7 @@ def slot_counts(train: np.ndarray, num_entities: int, num_relations: int) -> tup
     return keys.astype(np.int64), np.log1p(counts).astype(np.float32)
 
 
-class SparseSlotPrior:
+class SparseSlotPrior(_Weighted):
     """The prior's offsets (module docstring) from the counts that occur (`slot_counts`) and ``w``.
 
     Same methods as `SlotPrior`, except that ``tails`` and ``heads`` return `SlotOffsets`: a
@@ -181,7 +193,7 @@ class SparseSlotPrior:
     in_loss = False  # sampled training's loss leaves the counts out
 
     def __init__(self, weight: float, num_entities: int, num_relations: int, keys=None, values=None) -> None:
-        self.weight, self.num_entities, self.num_relations = float(weight), int(num_entities), int(num_relations)
+        self.weight, self.num_entities, self.num_relations = weight, int(num_entities), int(num_relations)
         self.keys, self.values = None, None
         if keys is not None:
             self._hold(keys, values)
