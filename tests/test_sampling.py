@@ -780,7 +780,6 @@ def test_the_sampled_softmax_subtracts_log_q_from_the_negatives_logits():
 @pytest.mark.parametrize(
     "settings, flag",
     [
-        ({"logq_correction": True}, "logq-correction"),
         ({"negative_distribution": "popular"}, "negative-distribution"),
         ({"biased_draw": "by-count"}, "biased-draw"),
     ],

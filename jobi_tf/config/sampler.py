@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from jobi_tf.config.fields import CORRUPT_SIDES, _choice, _positive_int, _probability, setting
+from jobi_tf.runtime import plugins
 from jobi_tf.runtime.errors import ConfigError
 
 __all__ = ["SamplerConfig", "AUTO_BIASED_CHUNK"]
@@ -13,7 +14,7 @@ __all__ = ["SamplerConfig", "AUTO_BIASED_CHUNK"]
 #: ``--biased-chunk``'s default where it applies: the recommended recipe's (README's first row).
 AUTO_BIASED_CHUNK = 10
 #: ``--negative-distribution``: how a negative that is not biased picks its entity.
-NEGATIVE_DISTRIBUTIONS = ("uniform", "degree", "mix")
+NEGATIVE_DISTRIBUTIONS = plugins.names("negatives")  # the modules of jobi_tf/sampling/distributions
 #: ``--biased-draw``: how a biased negative picks among its slot's entities.
 BIASED_DRAWS = ("distinct", "frequency")
 
@@ -96,9 +97,7 @@ class SamplerConfig:
     )
     negative_distribution: str = setting(
         "uniform",
-        "How the negatives that are not biased pick their entity: uniform over all entities; degree: in "
-        "proportion to the entity's training triples (popular entities become negatives, as PyTorch-BigGraph's "
-        "batch negatives do); mix: half and half.",
+        "How the negatives that are not biased pick their entity. " + plugins.about("negatives"),
         choices=NEGATIVE_DISTRIBUTIONS,
     )
     biased_draw: str = setting(
@@ -109,7 +108,7 @@ class SamplerConfig:
     )
     logq_correction: bool = setting(
         False,
-        "With --negative-distribution degree or mix and a softmax loss: subtract from each such negative's logit "
+        "With a non-uniform --negative-distribution and a softmax loss: subtract from each such negative's logit "
         "the log of its draw probability over a uniform draw's (the sampled softmax's correction), so that "
         "popular entities are not learned down for being drawn often.",
     )
@@ -118,10 +117,6 @@ class SamplerConfig:
         _positive_int("batch_size", self.batch_size)
         _choice("negative_distribution", self.negative_distribution, NEGATIVE_DISTRIBUTIONS)
         _choice("biased_draw", self.biased_draw, BIASED_DRAWS)
-        if self.logq_correction and self.negative_distribution == "uniform":
-            raise ConfigError(
-                "logq_correction", "needs --negative-distribution degree or mix (uniform draws need no correction)"
-            )
         _choice("corrupt_side", self.corrupt_side, CORRUPT_SIDES)
         _positive_int("neg", self.neg)
         _probability("p", self.p)

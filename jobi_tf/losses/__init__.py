@@ -16,19 +16,15 @@ from typing import TYPE_CHECKING, Any
 from jobi_tf.runtime import plugins
 
 if TYPE_CHECKING:
-    from jobi_tf.config import RunConfig
     from jobi_tf.contracts.objectives import Objective
 
 __all__ = ["names", "loss_class", "get", "name_of", "check"]
 
 
-def names() -> tuple[str, ...]:
-    """The ``--loss`` choices: this folder's modules."""
-    return plugins.names("loss")
-
-
-def loss_class(name: str) -> type[Objective]:
-    return plugins.load("loss", name)
+FRONT = plugins.Front("loss")
+names = FRONT.names  # the ``--loss`` choices: this folder's modules
+loss_class = FRONT.load  # the objective class of a ``--loss`` name
+check = FRONT.check  # a run's ``--loss`` checked (`jobi_tf.runtime.plugins.check`)
 
 
 def get(name: str | Objective, **settings: Any) -> Objective:
@@ -44,19 +40,13 @@ def get(name: str | Objective, **settings: Any) -> Objective:
 
     if isinstance(name, Objective):
         return name
-    cls = loss_class(name)
     wrong = plugins.misplaced("loss", name, settings)
     if wrong:
         option, takers = wrong
         raise ValueError(f"{option} needs loss={' or '.join(map(repr, takers))}. Received: loss={name!r}")
-    return cls(**{k: settings[k] for k in cls.options if k in settings})
+    return FRONT.build(name, **settings)
 
 
 def name_of(objective: Objective) -> str | None:
     """The ``--loss`` name of ``objective``'s class (None for an objective of your own)."""
     return next((n for n in names() if type(objective) is loss_class(n)), None)
-
-
-def check(cfg: RunConfig) -> None:
-    """`jobi_tf.runtime.plugins.check` of the run's ``--loss``."""
-    plugins.check("loss", cfg)

@@ -57,13 +57,11 @@ __all__ = [
 ]
 
 
-def names() -> tuple[str, ...]:
-    """The concrete ``--optimizer`` choices (``auto`` aside): this folder's optimizer modules."""
-    return plugins.names("optimizer")
-
+FRONT = plugins.Front("optimizer")
+names = FRONT.names  # the concrete ``--optimizer`` choices (``auto`` aside): this folder's modules
 
 #: The class behind each concrete ``--optimizer`` name (``auto`` is resolved by `choose_optimizer`).
-OPTIMIZER_CLASSES: dict[str, type[keras.optimizers.Optimizer]] = plugins.classes("optimizer")
+OPTIMIZER_CLASSES: dict[str, type[keras.optimizers.Optimizer]] = FRONT.classes()
 
 
 def slot_floats(name: str, rows: int, width: int, entity_table: bool) -> int:

@@ -69,9 +69,8 @@ class Regime:
         its declarations imply (`jobi_tf.regimes.checks` runs this last)."""
 
 
-def names() -> tuple[str, ...]:
-    """The regimes: this folder's modules."""
-    return plugins.names("regime")
+FRONT = plugins.Front("regime")
+names = FRONT.names  # the regimes: this folder's modules
 
 
 def get(name: str) -> Regime:
@@ -93,4 +92,4 @@ def resolve(cfg: RunConfig, replicas: int = 1) -> RunConfig:
 
 
 #: Every regime, by name (loaded now: each is a few lines, and `regime_of` is on every run's path).
-REGIMES: dict[str, Regime] = {name: plugins.load("regime", name)() for name in names()}
+REGIMES: dict[str, Regime] = {name: cls() for name, cls in FRONT.classes().items()}

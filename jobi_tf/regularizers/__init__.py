@@ -59,9 +59,9 @@ class Regularizer:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.settings.items())})"
 
 
-def names() -> tuple[str, ...]:
-    """The ``--regularizer`` choices: this folder's modules."""
-    return plugins.names("regularizer")
+FRONT = plugins.Front("regularizer")
+names = FRONT.names  # the ``--regularizer`` choices: this folder's modules
+check = FRONT.check  # a run's ``--regularizer`` checked (`jobi_tf.runtime.plugins.check`)
 
 
 def get(name: str | Regularizer, **settings: Any) -> Regularizer:
@@ -69,10 +69,4 @@ def get(name: str | Regularizer, **settings: Any) -> Regularizer:
     setting it holds; the others are dropped); a `Regularizer` is returned as is."""
     if isinstance(name, Regularizer):
         return name
-    cls = plugins.load("regularizer", name)
-    return cls(**{k: v for k, v in settings.items() if k in cls.options})
-
-
-def check(cfg: RunConfig) -> None:
-    """`jobi_tf.runtime.plugins.check` of the run's ``--regularizer``."""
-    plugins.check("regularizer", cfg)
+    return FRONT.build(name, **settings)

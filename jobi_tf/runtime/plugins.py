@@ -1,9 +1,9 @@
-"""Folders of plug-ins: a scorer, an optimizer, a loss or a regularizer is one module, named by its file.
+"""Folders of plug-ins: a scorer, optimizer, loss, regularizer or negative draw is one module, named by its file.
 
 ``jobi_tf/losses/sampled_bce.py`` is the loss ``sampled-bce``; dropping a module into the
 folder adds the name to its flag (``--loss``), ``config.json`` and `jobi_tf.api` at once, with
 no registry to edit. A module is a plug-in when it binds its class to the kind's attribute
-(``LOSS``, ``REGULARIZER``, ``SCORER``, ``OPTIMIZER``: `KINDS`); other modules of the folder
+(``LOSS``, ``REGULARIZER``, ``SCORER``, ``OPTIMIZER``, ``DISTRIBUTION``: `KINDS`); other modules of the folder
 (``_sparse.py``) are helpers. The class may list in ``options`` the settings it
 takes as constructor keywords, and may refuse a run in a ``check(cfg)`` classmethod.
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from jobi_tf.runtime.errors import ConfigError
 
-__all__ = ["Kind", "KINDS", "names", "load", "classes", "misplaced", "check", "check_all", "about"]
+__all__ = ["Kind", "KINDS", "Front", "names", "load", "classes", "misplaced", "check", "check_all", "about"]
 
 _ROOT = Path(__file__).resolve().parents[1]  # jobi_tf/
 
@@ -58,6 +58,7 @@ KINDS: dict[str, Kind] = {
     "regularizer": Kind("regularizers", "REGULARIZER", "train.regularizer"),
     "scorer": Kind("models/scorers", "SCORER", "model.model"),
     "optimizer": Kind("optimizers", "OPTIMIZER", "train.optimizer"),
+    "negatives": Kind("sampling/distributions", "DISTRIBUTION", "sampler.negative_distribution"),
     "regime": Kind("regimes", "REGIME"),  # no flag: the loss names its regime
 }
 
@@ -162,3 +163,34 @@ def about(kind: str) -> str:
         line = doc.splitlines()[0].rstrip(".") if doc else name
         parts.append(f"{name}: {line[:1].lower()}{line[1:]}")
     return "; ".join(parts) + "."
+
+
+@dataclasses.dataclass(frozen=True)
+class Front:
+    """What a plug-in folder's ``__init__`` offers its callers, for one kind: the choices, a
+    class by name, every class, a run's choice checked, and a plug-in built from settings.
+    Each folder binds these (``names = FRONT.names``) instead of writing them out again."""
+
+    kind: str
+
+    def names(self) -> tuple[str, ...]:
+        """The choices of the kind's flag: the folder's plug-in modules (`names`)."""
+        return names(self.kind)
+
+    def load(self, name: str) -> type:
+        """The class of plug-in ``name`` (`load`)."""
+        return load(self.kind, name)
+
+    def classes(self) -> dict[str, type]:
+        """Every plug-in class by name (`classes`)."""
+        return classes(self.kind)
+
+    def check(self, cfg: Any) -> None:
+        """The run's choice of this kind, checked (`check`)."""
+        check(self.kind, cfg)
+
+    def build(self, name: str, **settings: Any) -> Any:
+        """Plug-in ``name`` made with the ``settings`` its class lists in ``options`` (the
+        others dropped)."""
+        cls = load(self.kind, name)
+        return cls(**{k: v for k, v in settings.items() if k in _options_of(cls)})

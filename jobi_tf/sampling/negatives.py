@@ -23,7 +23,8 @@ from jobi_tf.contracts import features as F
 from jobi_tf.data.index import KGIndex
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL
 from jobi_tf.sampling.batch_plan import BatchPlan
-from jobi_tf.sampling.pools import draw_tables, slot_pools
+from jobi_tf.sampling.distributions import get_distribution
+from jobi_tf.sampling.pools import slot_pools
 from jobi_tf.sampling.slot_membership import DENSE_MEMBERSHIP_BYTES, SlotMembership
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "DENSE_SLOT_TABLE_BYTES",
     "DENSE_MEMBERSHIP_BYTES",
     "slot_pools",
-    "draw_tables",
 ]
 
 #: Largest ``relations x entities`` table of training slots (one byte each) kept for
@@ -83,7 +83,10 @@ class NegativeSampler:
         self._head_start = tf.constant(heads.offsets[:-1] + len(tails.values), tf.int64)
         self._tail_count = tf.constant(tails.sizes(), tf.int64)
         self._head_count = tf.constant(heads.sizes(), tf.int64)
-        self._ends, self._log_q = draw_tables(index, self.cfg)
+        # How the negatives that are not biased pick their entity (`jobi_tf.sampling.distributions`).
+        self.distribution = get_distribution(self.cfg.negative_distribution, index)
+        log_q = self.distribution.log_q() if cfg.logq_correction else None
+        self._log_q = None if log_q is None else tf.constant(log_q)
         # Only a sampler that returns pair labels looks slots up (1.85M entities: 0.6 GiB).
         self._slots = SlotMembership(index, counts=cfg.slot_prior_in_loss) if cfg.looks_up_slots else None
         self._index = index  # for the slot tables of 1-vs-all pair labels, built on first use
@@ -128,18 +131,8 @@ class NegativeSampler:
         return {F.CANDIDATES: tf.where(biased, from_pool, uniform), F.CORRUPT_TAIL: corrupt_tail, F.BIASED: biased}
 
     def _unbiased(self, shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-        """Entities of the negatives that are not biased, by ``--negative-distribution``: uniform,
-        or a uniform pick among the training triples' ends (each entity in proportion to its
-        degree), or a coin between the two per negative (``mix``)."""
-        uniform = tf.random.stateless_uniform(shape, seed, minval=0, maxval=self.num_entities, dtype=tf.int32)
-        if self._ends is None:
-            return uniform
-        s_end, s_coin = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
-        end = tf.random.stateless_uniform(shape, s_end, minval=0, maxval=tf.size(self._ends, tf.int64), dtype=tf.int64)
-        by_degree = tf.gather(self._ends, end)
-        if self.cfg.negative_distribution == "degree":
-            return by_degree
-        return tf.where(tf.random.stateless_uniform(shape, s_coin) < 0.5, uniform, by_degree)
+        """Entities of the negatives that are not biased: ``--negative-distribution``'s draw."""
+        return self.distribution.draw(shape, seed)
 
     def dense_pair_labels(self, triples: tf.Tensor) -> dict[str, tf.Tensor]:
         """Pair labels of every entity as tail and as head, for full-softmax training.

@@ -9,16 +9,11 @@ share, is `jobi_tf.contracts.scorer` (a stage below the model: objectives and re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jobi_tf.contracts.scorer import Scorer, heads_against_own_rows
 from jobi_tf.models.scorers.complex import ComplEx  # (the built-ins' names, where they were before the folder)
 from jobi_tf.models.scorers.distmult import DistMult
 from jobi_tf.models.scorers.simple import SimplE
 from jobi_tf.runtime import plugins
-
-if TYPE_CHECKING:
-    from jobi_tf.config import RunConfig
 
 __all__ = [
     "Scorer",
@@ -33,13 +28,12 @@ __all__ = [
 ]
 
 
-def names() -> tuple[str, ...]:
-    """The ``--model`` choices: this folder's scorer modules."""
-    return plugins.names("scorer")
-
+FRONT = plugins.Front("scorer")
+names = FRONT.names  # the ``--model`` choices: this folder's scorer modules
+check = FRONT.check  # a run's ``--model`` checked (`jobi_tf.runtime.plugins.check`)
 
 #: Every scorer of this folder by its ``--model`` name.
-SCORERS: dict[str, type[Scorer]] = plugins.classes("scorer")
+SCORERS: dict[str, type[Scorer]] = FRONT.classes()
 
 
 def get_scorer(name: str | Scorer, dim: int | None = None) -> Scorer:
@@ -54,8 +48,3 @@ def get_scorer(name: str | Scorer, dim: int | None = None) -> Scorer:
     if not isinstance(name, str) or name not in SCORERS:
         raise ValueError(f"model must be one of {sorted(SCORERS)} or a Scorer. Received: model={name!r}")
     return SCORERS[name](dim=dim)
-
-
-def check(cfg: RunConfig) -> None:
-    """`jobi_tf.runtime.plugins.check` of the run's ``--model``."""
-    plugins.check("scorer", cfg)
