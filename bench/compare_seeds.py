@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from jobi_tf.config import RunConfig, variant_name
-from jobi_tf.training.presets import apply_preset
+from jobi_tf.planning.presets import apply_preset
 
 #: Fields that may differ between the runs of a comparison: what is compared, the seed,
 #: and settings that do not change what is trained (the stopping rule, ``epochs`` and

@@ -10,7 +10,7 @@ epoch. Each route ranks the same triples under the same weights:
 * ``bfloat16``: the one-pass count of bfloat16 products (``--valid-dtype bfloat16``).
 
 FLOPs are the products' ``2·Q·E·W`` (Q queries, E entities, W floats per row); the training rate
-is ``jobi_tf.training.advice.advise``'s (a kbc-fast step at ``--matmul-dtype auto``, timed in this
+is ``jobi_tf.planning.advice.advise``'s (a kbc-fast step at ``--matmul-dtype auto``, timed in this
 process). The one-pass ranks must equal the two-pass ranks exactly; the bfloat16 route's MRR
 is given beside the float32 one. Weights: a run's ``best.weights.npz`` (``--run``) or, without
 one, a random table (the ranks then say nothing about a model; the rate is the same).
@@ -147,7 +147,7 @@ def main() -> None:
             "median_abs_rank_change_where_changed": float(np.median(np.abs(diff[diff != 0]))) if np.any(diff) else 0.0,
         }
     if not args.no_training_rate:
-        from jobi_tf.training.advice import advise
+        from jobi_tf.planning.advice import advise
 
         advice = advise(index, 1.0, matmul_dtype=args.training_dtype)
         record["training"] = {

@@ -32,7 +32,7 @@ def grid(ctx: click.Context, spec_path: str, out: str, dry_run: bool, summary_on
     Rerun the same command to resume. Prints the best cell per group (picked by the
     spec's validation metric, Hits@10 by default, as the paper) with its test metrics.
     """
-    from jobi_tf.training.grid import load_spec, markdown_table, run_grid, summarize, write_hparams_config
+    from jobi_tf.planning.grid import load_spec, markdown_table, run_grid, summarize, write_hparams_config
 
     spec = load_spec(spec_path)
     out_dir = Path(out)

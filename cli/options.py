@@ -22,16 +22,60 @@ __all__ = [
     "prior_weight_option",
     "chosen_prior_weight",
 ]
-__all__ += ["TRAIN_SECTIONS"]
+__all__ += ["TRAIN_SECTIONS", "SectionedCommand", "SectionOption"]
 
 #: The sections ``jobi-tf train`` exposes, in the order its help lists them.
 TRAIN_SECTIONS = ("data", "sampler", "model", "train", "eval", "distribute")
 
 
+#: ``--help``'s heading of each config section's options (`SectionedCommand`).
+SECTION_TITLES = {
+    None: "Run",
+    "data": "Data",
+    "sampler": "Negatives and batches",
+    "model": "Model",
+    "train": "Training",
+    "eval": "Evaluation",
+    "distribute": "Devices",
+}
+
+
+class SectionOption(click.Option):
+    """An option that knows its config section, so `SectionedCommand` lists it under it."""
+
+    def __init__(self, *args, section: str | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.section = section
+
+
+class SectionedCommand(click.Command):
+    """A command whose ``--help`` lists its options section by section (`SECTION_TITLES`):
+    ``jobi-tf train`` has some sixty."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                title = SECTION_TITLES.get(getattr(param, "section", None), SECTION_TITLES[None])
+                groups.setdefault(title, []).append(record)
+        for title in [t for t in SECTION_TITLES.values() if t in groups]:
+            with formatter.section(f"{title} options"):
+                formatter.write_dl(groups[title])
+
+
+def _section_name(section: type) -> str | None:
+    return next((name for name, cls in SECTIONS.items() if cls is section), None)
+
+
 def _option(section: type, field: dataclasses.Field) -> Callable:
     meta = field.metadata
     name = flag_name(section, field.name)
-    kwargs: dict = {"default": field.default, "help": meta.get("help") or None}
+    help_text = meta.get("help") or ""
+    if meta.get("bounds") is not None:  # the range the config checks (`jobi_tf.config.fields.Bounds`)
+        help_text = f"{help_text} Range: {meta['bounds'].words()}.".strip()
+    kwargs: dict = {"default": field.default, "help": help_text or None, "cls": SectionOption}
+    kwargs["section"] = _section_name(section)
     if isinstance(field.default, bool):
         decls = [f"{name}/--no-{name[2:]}", field.name]
     else:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 from jobi_tf.cli._errors import progress_to_stderr, reports_errors, start_tensorflow
-from jobi_tf.cli.options import TRAIN_SECTIONS, config_from_flags, config_options
+from jobi_tf.cli.options import TRAIN_SECTIONS, SectionedCommand, config_from_flags, config_options
 
 from jobi_tf.config import DataConfig, RunConfig
+from jobi_tf.planning.presets import PRESETS, preset_settings
 from jobi_tf.runtime.types import RANK_METRICS
-from jobi_tf.training.presets import PRESETS, preset_settings
 
 __all__ = [
     "train",
@@ -69,13 +69,23 @@ def flat_settings(config: dict) -> dict[str, object]:
     return out
 
 
-@click.command()
+def _first_clause(text: str) -> str:
+    """``text`` up to its first ``;`` outside parentheses: a preset's summary for ``--help``."""
+    depth = 0
+    for i, c in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if c == ";" and depth == 0:
+            return text[:i]
+    return text.rstrip(".")
+
+
+@click.command(cls=SectionedCommand)
 @click.option(
     "--preset",
     type=click.Choice(list(PRESETS)),
     default=None,
-    help="A named recipe; flags given explicitly win over it. "
-    + " ".join(f"{name}: {preset.about}" for name, preset in PRESETS.items()),
+    help="A named recipe; flags given explicitly win over it (each in full: docs/training-options.md). "
+    + " ".join(f"{name}: {_first_clause(preset.about)}." for name, preset in PRESETS.items()),
 )
 @config_options(*TRAIN_SECTIONS, seed=True)
 @click.option(

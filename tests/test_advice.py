@@ -21,8 +21,7 @@ from jobi_tf.cli.main import main
 import jobi_tf
 from jobi_tf.config import with_settings
 from jobi_tf.data.index import KGIndex
-from jobi_tf.runtime.errors import ConfigError
-from jobi_tf.training.advice import (
+from jobi_tf.planning.advice import (
     MEASUREMENTS,
     ONE_VS_ALL,
     PRESET_FROM_ENTITIES,
@@ -33,7 +32,9 @@ from jobi_tf.training.advice import (
     one_vs_all_config,
     rule_row,
 )
-from jobi_tf.training.step_probe import probe_steps, scale_to_epoch, stand_in_graph
+from jobi_tf.planning.regime_rule import MEASURED
+from jobi_tf.planning.step_probe import probe_steps, scale_to_epoch, stand_in_graph
+from jobi_tf.runtime.errors import ConfigError
 
 WIDTH = 400  # ComplEx rank 200: 200 real + 200 imaginary floats per row
 
@@ -71,14 +72,12 @@ def test_the_rule_is_what_its_measurements_say():
         assert row.epochs == max(m.epochs for m in row.measured_on), row
 
 
-@pytest.mark.parametrize("measurement", [m for m in MEASUREMENTS if "docs/results/" in m.source], ids=lambda m: m.graph)
+@pytest.mark.parametrize("measurement", MEASUREMENTS, ids=lambda m: m.graph)
 def test_a_measurements_epochs_are_its_raw_files(measurement):
     """The first 1-vs-all epoch whose validation MRR passed sampled JoBi's best, read from the
     raw files the measurement names."""
-    folder, one_vs_all, jobi = re.search(
-        r"docs/results/(\S+)/(\S+\.json) against (\S+\.json)", measurement.source
-    ).groups()
-    paths = [ROOT / "docs" / "results" / folder / name for name in (one_vs_all, jobi)]
+    folder, one_vs_all, jobi = re.fullmatch(r"(\S+)/(\S+\.json) against (\S+\.json)", measurement.raw).groups()
+    paths = [ROOT / MEASURED["raw_folder"] / folder / name for name in (one_vs_all, jobi)]
     if not all(p.is_file() for p in paths):
         pytest.skip(f"{[str(p.relative_to(ROOT)) for p in paths if not p.is_file()]} not in this checkout")
     curve, jobi_curve = (json.loads(p.read_text(encoding="utf-8"))["curve"] for p in paths)

@@ -156,7 +156,7 @@ def resolved_config(command: str, raw: dict | None = None, raw_name: str = "") -
     from jobi_tf.cli.train import config_from_command, flat_settings
 
     from jobi_tf import regimes
-    from jobi_tf.training.grid import load_spec
+    from jobi_tf.planning.grid import load_spec
 
     kind, argv = _argv(command)
     if kind == "train":
@@ -199,7 +199,7 @@ def recorded_config(raw: dict) -> dict | None:
 
 def _before_the_field(dataset: str) -> dict:
     """What a run did before a setting existed: the paper's settings (the defaults then,
-    `jobi_tf.training.presets.PAPER_SETTINGS`) with every later setting off."""
+    `jobi_tf.planning.presets.PAPER_SETTINGS`) with every later setting off."""
     # A folder of that name: presets go by the data's name, and a name that is no benchmark (a
     # folder's, like ``bigkg``) is refused as a --dataset.
     return resolved_config(f"jobi-tf train --preset paper --data-dir {shlex.quote('/' + dataset)}")

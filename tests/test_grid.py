@@ -1,4 +1,4 @@
-"""Grid specs, resumable grid runs and best-cell selection (`jobi_tf.training.grid`, `jobi-tf grid`)."""
+"""Grid specs, resumable grid runs and best-cell selection (`jobi_tf.planning.grid`, `jobi-tf grid`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from jobi_tf.cli.main import main
 
+from jobi_tf.planning.grid import GridSpec, Search, load_spec, markdown_table, run_grid, summarize, variant_name
 from jobi_tf.runtime.errors import GridSpecError
-from jobi_tf.training.grid import GridSpec, Search, load_spec, markdown_table, run_grid, summarize, variant_name
 
 
 def _write(tmp_path, spec: dict | str, name: str = "spec.json"):

@@ -11,10 +11,10 @@ from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, Tr
 from jobi_tf.data.synthetic import SyntheticSpec, make_typed_kg
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.datasets.loading import load_index
+from jobi_tf.growth.warm_start import old_rows, plan_growth
 from jobi_tf.runtime.errors import ConfigError, JobiError
 from jobi_tf.runtime.types import HEAD, SPLITS, TAIL
 from jobi_tf.sampling.pipelines import EpochRows, make_train_dataset
-from jobi_tf.training.growth import old_rows, plan_growth
 from jobi_tf.training.trainer import build_model, make_optimizer, train
 
 
@@ -89,7 +89,7 @@ def test_carry_over_places_source_rows_and_slots_by_name(graphs, source_run, tmp
     cfg = _cfg(full, init_from=str(source_run))
     entities, relations, index = load_index(cfg.data)
     plan = plan_growth(cfg, tmp_path / "grown", entities, relations, index)
-    from jobi_tf.training.growth import carry_over
+    from jobi_tf.growth.warm_start import carry_over
 
     model = build_model(index, cfg)
     optimizer = make_optimizer(cfg)
@@ -128,7 +128,7 @@ def test_row_adagrad_carries_its_per_row_accumulators_by_entity_name(graphs, tmp
     cfg = _cfg(full, optimizer="row-adagrad", init_from=str(source))
     entities, relations, index = load_index(cfg.data)
     plan = plan_growth(cfg, tmp_path / "grown", entities, relations, index)
-    from jobi_tf.training.growth import carry_over
+    from jobi_tf.growth.warm_start import carry_over
 
     model = build_model(index, cfg)
     optimizer = make_optimizer(cfg)
@@ -217,7 +217,7 @@ def test_another_optimizer_carries_weights_but_starts_its_slots_fresh(graphs, so
     cfg = _cfg(full, init_from=str(source_run), optimizer="adam")
     entities, relations, index = load_index(cfg.data)
     plan = plan_growth(cfg, tmp_path / "grown", entities, relations, index)
-    from jobi_tf.training.growth import carry_over
+    from jobi_tf.growth.warm_start import carry_over
 
     model, optimizer = build_model(index, cfg), make_optimizer(dataclasses.replace(cfg))
     optimizer.build(model.trainable_variables)

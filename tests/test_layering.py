@@ -18,12 +18,13 @@ STAGES = (
     ("data",),
     ("config",),
     ("datasets", "contracts"),
-    ("optimizers", "regularizers", "losses"),
+    ("optimizers", "regularizers", "losses", "growth"),
     ("models",),
     ("sampling", "evaluation"),
     ("regimes",),
     ("distributed", "export"),
     ("training",),
+    ("planning",),
     ("api",),
 )
 
@@ -194,7 +195,7 @@ def test_the_stage_check_finds_an_upward_import():
         "jobi_tf.data.x": {"jobi_tf"},
     }
     assert _upward(graph) == [
-        "jobi_tf.data.x (data, floor 2) -> jobi_tf (floor 12)",
+        "jobi_tf.data.x (data, floor 2) -> jobi_tf (floor 13)",
         "jobi_tf.models.jobi (models, floor 6) -> jobi_tf.training.checkpoints (floor 10)",
     ]
 
@@ -229,8 +230,8 @@ def test_the_cli_goes_through_the_public_api():
     """Commands train, evaluate and export through `jobi_tf.api`, as a Python user would, so
     the two cannot drift; they read the config, presets and grid specs, and talk to servers."""
     allowed = {
-        "jobi_tf.api", "jobi_tf.config", "jobi_tf.evaluation.calibration", "jobi_tf.training.grid",
-        "jobi_tf.training.presets", "jobi_tf.runtime.atomic", "jobi_tf.runtime.errors", "jobi_tf.config.runs",
+        "jobi_tf.api", "jobi_tf.config", "jobi_tf.evaluation.calibration", "jobi_tf.planning.grid",
+        "jobi_tf.planning.presets", "jobi_tf.runtime.atomic", "jobi_tf.runtime.errors", "jobi_tf.config.runs",
         "jobi_tf.runtime.tf_settings", "jobi_tf.runtime.types", "jobi_tf.serving.batch", "jobi_tf.serving.client",
     }  # fmt: skip
     graph = _graph()
@@ -301,3 +302,11 @@ def test_the_top_of_the_library_shows_its_stages():
     stages = {p.name for p in top.iterdir() if (p / "__init__.py").exists()}
     assert loose == []
     assert {"data", "sampling", "models", "training", "evaluation", "export", "runtime"} <= stages
+
+
+def test_no_library_module_names_a_raw_results_file():
+    """Measured constants live in data files beside their modules (the regime rule's
+    ``regime_measurements.json``), not as raw-file paths in code: a path to docs/results/ in a
+    module would pin the library to a checkout's benchmark files."""
+    named = [name for name, path in _modules().items() if "docs/results/" in path.read_text(encoding="utf-8")]
+    assert named == []

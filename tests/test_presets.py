@@ -12,8 +12,8 @@ from tiny_cli import tiny_flags
 
 import jobi_tf
 from jobi_tf.config import RunConfig
+from jobi_tf.planning.presets import PRESETS, apply_preset
 from jobi_tf.runtime.errors import ConfigError
-from jobi_tf.training.presets import PRESETS, apply_preset
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -57,7 +57,7 @@ def test_kbc_fast_is_the_winning_cell_of_the_committed_search():
     docs/studies/adagrad-start.md) is the config of the cell that won it (docs/results.md)."""
     from pathlib import Path
 
-    from jobi_tf.training.grid import load_spec
+    from jobi_tf.planning.grid import load_spec
 
     spec = load_spec(Path(__file__).parents[1] / "bench" / "grids" / "fb15k-237-rp-search.json")
     (winner,) = [c for c in spec.cells() if c.name == "relation_prediction-0_regularization-0.05"]
@@ -120,7 +120,7 @@ def test_large_graph_is_the_recipe_of_its_committed_grid():
     bench/slot_prior_weight.py (the same weights and validation ranking)."""
     from pathlib import Path
 
-    from jobi_tf.training.grid import load_spec
+    from jobi_tf.planning.grid import load_spec
 
     spec = load_spec(Path(__file__).parents[1] / "bench" / "grids" / "large-recipe-seeds.json")
     for cell in spec.cells():

@@ -29,10 +29,10 @@ from jobi_tf.api.run import Embeddings, Run, load_run
 from jobi_tf.config import DataConfig, RunConfig, with_settings
 from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.triples import write_triples
+from jobi_tf.planning.advice import Advice
+from jobi_tf.planning.presets import apply_preset
 from jobi_tf.runtime.tf_settings import start_tensorflow
 from jobi_tf.runtime.types import SPLITS
-from jobi_tf.training.advice import Advice
-from jobi_tf.training.presets import apply_preset
 
 __all__ = ["Dataset", "Embeddings", "Run", "load_dataset", "train", "train_from_config", "load_run", "advise", "Advice"]
 
@@ -62,7 +62,7 @@ def train(
             so `load_run` can read it later: its path is ``Run.path``). An existing
             folder of the same run resumes it.
         config: a full `RunConfig` to start from (its ``data`` is replaced by ``data``).
-        preset: a named recipe (`jobi_tf.training.presets.PRESETS`, e.g. ``"kbc"``, with its settings
+        preset: a named recipe (`jobi_tf.planning.presets.PRESETS`, e.g. ``"kbc"``, with its settings
             for the named dataset) applied to ``config``; the settings given here win over it.
         verbose: Keras's progress output (0 silent, 1 a bar, 2 one line per epoch).
         **settings: any other field of the run's config by name: ``epochs``, ``batch_size``,
@@ -131,7 +131,7 @@ def advise(
     passed sampled JoBi's converged model within 2 to 4 epochs, but its epoch scores every
     entity for every query; whether those epochs fit depends on this CPU, so a few kbc-fast
     training steps are timed here on a stand-in graph of up to 20,000 entities and scaled to
-    the graph's epoch (`jobi_tf.training.advice`, with the measurements behind the rule).
+    the graph's epoch (`jobi_tf.planning.advice`, with the measurements behind the rule).
 
     Args:
         data: a `Dataset`, or anything `load_dataset` takes.
@@ -146,7 +146,7 @@ def advise(
         ``.to_dict()`` for all of it.
     """
     start_tensorflow()
-    from jobi_tf.training.advice import advise as advise_graph
+    from jobi_tf.planning.advice import advise as advise_graph
 
     dataset = data if isinstance(data, Dataset) else load_dataset(data)
     with python_errors():

@@ -4,7 +4,7 @@ Field names are the CLI flag names (``batch_size`` ↔ ``--batch-size``), so a b
 reported as the flag the user typed. Defaults are the paper's and its code's, except the
 sampler's and the schedule's: those are the recommended sampled recipe (1000 x 100 negatives
 shared by the batch, biased ones by runs of 10, validation MRR every epoch, patience 10;
-README's first row), and ``--preset paper`` is the paper's (`jobi_tf.training.presets`). The sections
+README's first row), and ``--preset paper`` is the paper's (`jobi_tf.planning.presets`). The sections
 live in `jobi_tf.config.sections`, `jobi_tf.config.sampler` and `jobi_tf.config.distribution`, what a field is made of
 in `jobi_tf.config.fields`; every name is importable from here.
 """
@@ -17,6 +17,7 @@ from typing import Any
 
 from jobi_tf.config.distribution import DistributeConfig
 from jobi_tf.config.fields import (
+    AT_LEAST_0,
     LAZY_MIN_ROWS,
     LOSSES,
     MATMUL_DTYPE_CHOICES,
@@ -27,6 +28,7 @@ from jobi_tf.config.fields import (
     TABLE_DTYPES,
     VARIANTS,
     _positive_int,
+    check_bounds,
     flag_name,
     setting,
     variant_name,
@@ -78,10 +80,10 @@ class RunConfig:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
     distribute: DistributeConfig = dataclasses.field(default_factory=DistributeConfig)
-    seed: int = setting(0, "Seed of the initial weights, the epoch order and the negatives.")
+    seed: int = setting(0, "Seed of the initial weights, the epoch order and the negatives.", bounds=AT_LEAST_0)
 
     def __post_init__(self) -> None:
-        _positive_int("seed", self.seed, 0)
+        check_bounds(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -201,6 +203,7 @@ class ExportConfig:
     table_dtype: str = "float32"
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         if self.table_dtype not in TABLE_DTYPES:
             raise ConfigError("table_dtype", f"must be one of {', '.join(TABLE_DTYPES)}, got {self.table_dtype!r}")
         if self.version is not None:

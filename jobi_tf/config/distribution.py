@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jobi_tf.config.fields import STRATEGIES, _choice, _positive_int, setting
+from jobi_tf.config.fields import AT_LEAST_0, STRATEGIES, _choice, check_bounds, setting
 
 __all__ = ["DistributeConfig"]
 
@@ -32,13 +32,18 @@ class DistributeConfig:
     )
     gpus: str | None = setting(None, "GPUs for --strategy mirrored, e.g. 0,1 (default: all).", metavar="LIST")
     logical_cpus: int = setting(
-        0, "Split the CPU into N devices (mirrored without GPUs; also $JOBI_TF_LOGICAL_CPUS).", metavar="N"
+        0,
+        "Split the CPU into N devices (mirrored without GPUs; also $JOBI_TF_LOGICAL_CPUS).",
+        metavar="N",
+        bounds=AT_LEAST_0,
     )
     ps_shards: int = setting(
-        0, "Row blocks of the entity table under --strategy parameter-server (default: one per ps task).", metavar="N"
+        0,
+        "Row blocks of the entity table under --strategy parameter-server (default: one per ps task).",
+        metavar="N",
+        bounds=AT_LEAST_0,
     )
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         _choice("strategy", self.strategy, STRATEGIES)
-        _positive_int("logical_cpus", self.logical_cpus, 0)
-        _positive_int("ps_shards", self.ps_shards, 0)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 
 from jobi_tf.config.fields import (
+    AT_LEAST_0,
+    AT_LEAST_1,
     MATMUL_DTYPE_CHOICES,
     RANK_TYPES,
     RESTRICTS,
+    SHARE,
     _choice,
-    _positive_int,
-    _probability,
+    check_bounds,
     setting,
 )
 
@@ -38,8 +40,8 @@ class EvalConfig:
             as ``--matmul-dtype auto`` is); the test set is always ranked in float32.
     """
 
-    eval_batch_size: int = setting(1000, "Queries per score block.")
-    chunk_size: int = setting(100_000, "Entities per score block.")
+    eval_batch_size: int = setting(1000, "Queries per score block.", bounds=AT_LEAST_1)
+    chunk_size: int = setting(100_000, "Entities per score block.", bounds=AT_LEAST_1)
     rank_type: str = setting(
         "realistic", "How ties count: realistic is the mean of optimistic and pessimistic.", choices=RANK_TYPES
     )
@@ -55,6 +57,7 @@ class EvalConfig:
         "Validate on a fixed sample of N validation triples, the same for every run of the graph (0: all of "
         "them); the test set is always ranked whole.",
         metavar="N",
+        bounds=AT_LEAST_0,
     )
     valid_dtype: str = setting(
         "float32",
@@ -67,13 +70,11 @@ class EvalConfig:
         0.99,
         "With --restrict soft-slots: the pair-head probability from which an entity counts as fitting the slot "
         "(a JoBi pair head is confident: on FB15k-237 0.5 admits nearly every entity).",
+        bounds=SHARE,
     )
 
     def __post_init__(self) -> None:
-        _positive_int("eval_batch_size", self.eval_batch_size)
-        _positive_int("chunk_size", self.chunk_size)
+        check_bounds(self)
         _choice("rank_type", self.rank_type, RANK_TYPES)
         _choice("restrict", self.restrict, RESTRICTS)
-        _positive_int("valid_sample", self.valid_sample, minimum=0)
         _choice("valid_dtype", self.valid_dtype, MATMUL_DTYPE_CHOICES)
-        _probability("pair_threshold", self.pair_threshold)

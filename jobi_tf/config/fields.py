@@ -14,7 +14,7 @@ from typing import Any
 from jobi_tf.runtime import plugins
 from jobi_tf.runtime.errors import ConfigError
 
-__all__ = ["setting", "flag_name", "variant_name", "VARIANTS", "slot_prior_weight"]
+__all__ = ["setting", "flag_name", "variant_name", "VARIANTS", "slot_prior_weight", "Bounds", "check_bounds"]
 
 MODELS = plugins.names("scorer")  # the modules of jobi_tf/models/scorers
 LOSSES = plugins.names("loss")  # the modules of jobi_tf/losses
@@ -62,6 +62,55 @@ def flag_name(section: type, field: str) -> str:
     return "--" + meta.get("flag", field).replace("_", "-")
 
 
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The values a numeric field takes: its check (`check_bounds`, in the section's
+    ``__post_init__``) and the range its ``--help`` shows, from one declaration
+    (``setting(..., bounds=AT_LEAST_1)``).
+
+    Args:
+        integer: an integer (bools refused), else a finite number.
+        low: the smallest value; ``high``: the largest (None: none).
+        open_low: ``low`` itself refused (a learning rate > 0).
+    """
+
+    integer: bool
+    low: float
+    high: float | None = None
+    open_low: bool = False
+
+    def words(self) -> str:
+        """``an integer >= 1``, ``a number > 0``, ``a number in [0, 1]``."""
+        if self.high is not None:
+            return f"a number in [{self.low:g}, {self.high:g}]"
+        what = "an integer" if self.integer else "a number"
+        return f"{what} {'>' if self.open_low else '>='} {self.low:g}"
+
+    def check(self, field: str, value: float) -> None:
+        """A `ConfigError` naming ``field`` when ``value`` is out of bounds."""
+        if self.integer:
+            _positive_int(field, value, int(self.low))
+        elif self.high is not None:
+            _probability(field, value)
+        else:
+            _positive_float(field, value, allow_zero=not self.open_low)
+
+
+AT_LEAST_1 = Bounds(integer=True, low=1)
+AT_LEAST_0 = Bounds(integer=True, low=0)
+POSITIVE = Bounds(integer=False, low=0, open_low=True)
+NOT_NEGATIVE = Bounds(integer=False, low=0)
+SHARE = Bounds(integer=False, low=0, high=1)
+
+
+def check_bounds(section: Any) -> None:
+    """Check every field of a config ``section`` that declares `Bounds` (None: chosen later)."""
+    for field in dataclasses.fields(section):
+        bounds, value = field.metadata.get("bounds"), getattr(section, field.name)
+        if bounds is not None and value is not None:
+            bounds.check(field.name, value)
+
+
 def _positive_int(field: str, value: int, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(field, f"must be an integer >= {minimum}. Received: {value!r}")
@@ -76,9 +125,9 @@ def slot_prior_weight(value: float, option: str = "slot_prior") -> float:
     """The slot counts' weight ``w`` (`jobi_tf.models.slot_prior`) as a float, or a `ConfigError`
     naming ``option``: the one check of it, for the training flag (``--slot-prior``), the
     evaluate/export override (``--prior-weight``) and the prior object's ``weight``."""
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
-    if not ok:
+    if isinstance(value, bool):
         raise ConfigError(option, f"must be a finite number >= 0. Received: {value!r}")
+    NOT_NEGATIVE.check(option, value)
     return float(value)
 
 

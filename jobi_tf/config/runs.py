@@ -13,7 +13,7 @@ layout is written down once::
     RUN/data.sha256          the SHA-256 of each file of a --data-dir run's data (its identity)
     RUN/metrics.json         final validation and test metrics
     RUN/tensorboard/         TensorBoard logs
-    RUN/rung-<epochs>.json   metrics at each rung of a successive-halving search (jobi_tf.training.grid)
+    RUN/rung-<epochs>.json   metrics at each rung of a successive-halving search (jobi_tf.planning.grid)
     RUN/data/                the splits, when the run was trained on in-memory triples
     RUN/calibration.json     per-relation Platt scaling (jobi-tf calibrate), used by the export
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from jobi_tf.config.fields import CORRUPT_SIDES, _choice, _positive_int, _probability, setting
+from jobi_tf.config.fields import (
+    AT_LEAST_0,
+    AT_LEAST_1,
+    CORRUPT_SIDES,
+    SHARE,
+    _choice,
+    check_bounds,
+    setting,
+)
 from jobi_tf.runtime import plugins
 from jobi_tf.runtime.errors import ConfigError
 
@@ -66,12 +74,13 @@ class SamplerConfig:
             from the logit of each negative drawn by ``negative_distribution``.
     """
 
-    batch_size: int = setting(1000, "Positive triples per step.")
-    neg: int = setting(100, "Negatives per positive.")
+    batch_size: int = setting(1000, "Positive triples per step.", bounds=AT_LEAST_1)
+    neg: int = setting(100, "Negatives per positive.", bounds=AT_LEAST_1)
     p: float = setting(
         0.0,
         "Share of negatives drawn from the relation's training heads/tails (biased): each negative's chance per "
         "triple, exactly round(p x neg) per positive with shared negatives.",
+        bounds=SHARE,
     )
     shared_negatives: int | None = setting(
         None,
@@ -80,6 +89,7 @@ class SamplerConfig:
         metavar="C",
         type=int,
         shown_default="auto",
+        bounds=AT_LEAST_0,
     )
     corrupt_side: str = setting(
         "per-positive",
@@ -94,6 +104,7 @@ class SamplerConfig:
         metavar="C_b",
         type=int,
         shown_default="auto",
+        bounds=AT_LEAST_0,
     )
     negative_distribution: str = setting(
         "uniform",
@@ -114,21 +125,17 @@ class SamplerConfig:
     )
 
     def __post_init__(self) -> None:
-        _positive_int("batch_size", self.batch_size)
+        check_bounds(self)
         _choice("negative_distribution", self.negative_distribution, NEGATIVE_DISTRIBUTIONS)
         _choice("biased_draw", self.biased_draw, BIASED_DRAWS)
         _choice("corrupt_side", self.corrupt_side, CORRUPT_SIDES)
-        _positive_int("neg", self.neg)
-        _probability("p", self.p)
         if self.shared_negatives is not None:
-            _positive_int("shared_negatives", self.shared_negatives, 0)
             if self.shared_negatives and self.batch_size % self.shared_negatives:
                 raise ConfigError(
                     "shared_negatives",
                     f"must divide --batch-size {self.batch_size}. Received: {self.shared_negatives}",
                 )
         if self.biased_chunk is not None:
-            _positive_int("biased_chunk", self.biased_chunk, 0)
             if self.biased_chunk and self.shared_negatives == 0:
                 raise ConfigError("biased_chunk", "needs --shared-negatives C (the uniform negatives shared as well)")
             if self.biased_chunk and self.batch_size % self.biased_chunk:

@@ -10,20 +10,23 @@ from pathlib import Path
 
 from jobi_tf.config.evaluation import EvalConfig
 from jobi_tf.config.fields import (
+    AT_LEAST_0,
+    AT_LEAST_1,
     INITS,
     LAZY_MIN_ROWS,
     LOSSES,
     MATMUL_DTYPE_CHOICES,
     MODELS,
     MONITORS,
+    NOT_NEGATIVE,
     OPTIMIZERS,
+    POSITIVE,
     REGULARIZERS,
+    SHARE,
+    Bounds,
     _choice,
-    _positive_float,
-    _positive_int,
-    _probability,
+    check_bounds,
     setting,
-    slot_prior_weight,
 )
 from jobi_tf.config.sampler import AUTO_BIASED_CHUNK, SamplerConfig
 from jobi_tf.runtime import plugins
@@ -54,12 +57,15 @@ class DataConfig:
     data_dir: str | None = setting(
         None, "Folder with train.txt, valid.txt, test.txt; with --dataset, its offline local copy.", path=True
     )
-    synthetic_entities: int = setting(2000, "Entities of the synthetic graph.")
-    synthetic_relations: int = setting(24, "Relations of the synthetic graph.")
-    synthetic_triples: int = setting(40000, "Triples of the synthetic graph (all splits).")
-    synthetic_types: int = setting(6, "Entity types of the synthetic graph.")
+    synthetic_entities: int = setting(2000, "Entities of the synthetic graph.", bounds=Bounds(integer=True, low=10))
+    synthetic_relations: int = setting(24, "Relations of the synthetic graph.", bounds=AT_LEAST_1)
+    synthetic_triples: int = setting(
+        40000, "Triples of the synthetic graph (all splits).", bounds=Bounds(integer=True, low=100)
+    )
+    synthetic_types: int = setting(6, "Entity types of the synthetic graph.", bounds=AT_LEAST_1)
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         # Neither given: the built-in synthetic graph. A folder alone is that folder (it used
         # to fall back to the synthetic graph silently).
         if self.dataset is None and self.data_dir is None:
@@ -69,10 +75,6 @@ class DataConfig:
             raise ConfigError("dataset", f"unknown dataset {self.dataset!r}; known: {', '.join(DATASET_NAMES)}")
         if self.dataset == "synthetic" and self.data_dir is not None:
             raise ConfigError("data_dir", f"has no meaning with the synthetic dataset. Received: {self.data_dir!r}")
-        _positive_int("synthetic_entities", self.synthetic_entities, 10)
-        _positive_int("synthetic_relations", self.synthetic_relations)
-        _positive_int("synthetic_triples", self.synthetic_triples, 100)
-        _positive_int("synthetic_types", self.synthetic_types)
 
     @property
     def name(self) -> str:
@@ -99,7 +101,7 @@ class ModelConfig:
     """
 
     model: str = setting("complex", plugins.about("scorer"), choices=MODELS)
-    dim: int = setting(200, "Components per part (ComplEx 200 = 200 real + 200 imaginary).")
+    dim: int = setting(200, "Components per part (ComplEx 200 = 200 real + 200 imaginary).", bounds=AT_LEAST_1)
     joint: bool = setting(False, "Add JoBi's pair head.")
     init: str = setting(
         "table-glorot",
@@ -111,9 +113,9 @@ class ModelConfig:
     )
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         _choice("model", self.model, MODELS)
         _choice("init", self.init, INITS)
-        _positive_int("dim", self.dim)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -187,7 +189,7 @@ class TrainConfig:
             picks ``bfloat16`` when the step runs without XLA on a CPU with bfloat16 dot products
             (``avx512_bf16`` or ``amx_bf16``), else ``float32``, when the run starts (recorded).
         init_from: a run folder whose weights (and optimizer state) start this run, matched by
-            entity and relation name (`jobi_tf.training.growth`); None: fresh tables.
+            entity and relation name (`jobi_tf.growth.warm_start`); None: fresh tables.
         replay: with ``init_from``, the share of the source run's training triples each epoch
             visits again (drawn anew every epoch) beside all the new ones; 1 (the default) =
             all of them: on FB15k-237 any lower share cost old facts more than it saved.
@@ -204,6 +206,7 @@ class TrainConfig:
         "With --loss full-softmax: entities seen in the asked slot of the relation count 1+W times in the training "
         "softmax (biased negatives' counterpart for 1-vs-all; 0 = off).",
         metavar="W",
+        bounds=NOT_NEGATIVE,
     )
     slot_prior: float = setting(
         0.0,
@@ -211,6 +214,7 @@ class TrainConfig:
         "ranks or serves: with --loss full-softmax in training too (it starts from what counting ranks); with a "
         "sampled loss at validation, test and serving only, at any graph size (0 = off).",
         metavar="W",
+        bounds=NOT_NEGATIVE,  # the prior's weight: `slot_prior_weight`, the same rule
     )
     slot_prior_in_loss: bool = setting(
         False,
@@ -227,12 +231,18 @@ class TrainConfig:
         "Weight of the auxiliary relation-prediction loss, a softmax over relations for (h, ?, t) "
         "(Chen et al., 2021; 0 = off).",
         metavar="W",
+        bounds=NOT_NEGATIVE,
     )
-    alpha: float = setting(0.5, "Weight of the pair loss.")
+    alpha: float = setting(0.5, "Weight of the pair loss.", bounds=NOT_NEGATIVE)
     pair_every: int = setting(
-        1, "With --joint: train the pair head on every N-th positive of a batch (1 = all, the paper's).", metavar="N"
+        1,
+        "With --joint: train the pair head on every N-th positive of a batch (1 = all, the paper's).",
+        metavar="N",
+        bounds=AT_LEAST_1,
     )
-    regularization: float = setting(0.0, "Weight of the --regularizer penalty (PyKEEN's ComplEx default: l2 0.01).")
+    regularization: float = setting(
+        0.0, "Weight of the --regularizer penalty (PyKEEN's ComplEx default: l2 0.01).", bounds=NOT_NEGATIVE
+    )
     regularizer: str = setting("l2", plugins.about("regularizer"), choices=REGULARIZERS)
     relation_penalty: float = setting(
         1.0,
@@ -240,46 +250,53 @@ class TrainConfig:
         "Lacroix et al.; 0: entity rows only). WN18RR's relation rows shrink to zero under the full penalty; "
         "--preset kbc-rp uses 0.02 there.",
         metavar="F",
+        bounds=NOT_NEGATIVE,
     )
-    lr: float = setting(0.001, "Learning rate.")
+    lr: float = setting(0.001, "Learning rate.", bounds=POSITIVE)
     initial_accumulator_value: float = setting(
         1e-10,
         "With --optimizer adagrad or row-adagrad: the accumulators' start (PyTorch's and kbc's: 0). Above 0, "
         "gradients below about its square root take smaller first steps, which stalls 1-vs-all on sparse graphs.",
         metavar="G0",
+        bounds=NOT_NEGATIVE,
     )
     optimizer: str = setting(
         "auto",
         f"{plugins.about('optimizer')[:-1]}; auto: adam below {LAZY_MIN_ROWS:,} entities, lazy-adam from there on.",
         choices=OPTIMIZERS,
     )
-    epochs: int = setting(200, "Maximum epochs.")
-    eval_every: int = setting(1, "Validate every N epochs.")
+    epochs: int = setting(200, "Maximum epochs.", bounds=AT_LEAST_1)
+    eval_every: int = setting(1, "Validate every N epochs.", bounds=AT_LEAST_1)
     eval_every_steps: int = setting(
         0,
         "Also validate every N steps inside an epoch (0: off), with early stopping and best weights on these "
         "validations too; for large graphs, whose best model can come within the first epoch. Pair it with "
         "--valid-sample.",
         metavar="N",
+        bounds=AT_LEAST_0,
     )
     checkpoint_steps: int = setting(
         0,
         "Also checkpoint every N steps inside an epoch (0: only at validations), so a crash loses at most N "
         "steps; for epochs that take hours.",
         metavar="N",
+        bounds=AT_LEAST_0,
     )
     first_check_steps: int = setting(
         0,
         "After N steps of the first epoch, validate a fixed sample of up to 500 validation triples and warn if "
         "the model is still at chance (0: off); for large graphs, whose first epoch takes long.",
         metavar="N",
+        bounds=AT_LEAST_0,
     )
-    patience: int = setting(10, "Stop after this many validations without a better --monitor.")
+    patience: int = setting(10, "Stop after this many validations without a better --monitor.", bounds=AT_LEAST_1)
     monitor: str = setting(
         "mrr", "Validation metric for early stopping and best weights (the paper's: hits@10).", choices=MONITORS
     )
     jit_compile: bool = setting(True, "Compile the train step with XLA.", flag="jit")
-    steps_per_execution: int = setting(1, "Steps per compiled call (faster; progress moves N at once).", metavar="N")
+    steps_per_execution: int = setting(
+        1, "Steps per compiled call (faster; progress moves N at once).", metavar="N", bounds=AT_LEAST_1
+    )
     matmul_dtype: str = setting(
         "float32",
         "With --loss full-softmax or k-vs-all: dtype of the products that score every entity in training "
@@ -300,39 +317,24 @@ class TrainConfig:
         "With --init-from: share of the source run's training triples revisited each epoch (lower is faster "
         "but forgets old facts).",
         metavar="SHARE",
+        bounds=SHARE,
     )
 
     def __post_init__(self) -> None:
+        check_bounds(self)
         # Which loss, regularizer and regime read which field is checked by jobi_tf.regimes.checks.
         _choice("loss", self.loss, LOSSES)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError("label_smoothing", f"must be in [0, 1). Received: {self.label_smoothing!r}")
-        _positive_float("slot_weight", self.slot_weight, allow_zero=True)
-        slot_prior_weight(self.slot_prior)
         if self.slot_prior_in_loss and not self.slot_prior:
             raise ConfigError(
                 "slot_prior_in_loss", "needs --slot-prior W > 0 (the weight the loss adds the counts with)"
             )
         if self.choose_slot_prior and not self.slot_prior:
             raise ConfigError("choose_slot_prior", "needs --slot-prior W > 0 (the weight validation ranks with)")
-        _positive_float("relation_prediction", self.relation_prediction, allow_zero=True)
         _choice("matmul_dtype", self.matmul_dtype, MATMUL_DTYPE_CHOICES)
-        _positive_float("alpha", self.alpha, allow_zero=True)
-        _positive_int("pair_every", self.pair_every)
-        _positive_float("regularization", self.regularization, allow_zero=True)
         _choice("regularizer", self.regularizer, REGULARIZERS)
-        _positive_float("relation_penalty", self.relation_penalty, allow_zero=True)
-        _positive_float("lr", self.lr)
-        _positive_float("initial_accumulator_value", self.initial_accumulator_value, allow_zero=True)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
-        _positive_int("epochs", self.epochs)
-        _positive_int("eval_every", self.eval_every)
-        _positive_int("eval_every_steps", self.eval_every_steps, minimum=0)
-        _positive_int("checkpoint_steps", self.checkpoint_steps, minimum=0)
-        _positive_int("first_check_steps", self.first_check_steps, minimum=0)
-        _positive_int("steps_per_execution", self.steps_per_execution)
-        _positive_int("patience", self.patience)
         _choice("monitor", self.monitor, MONITORS)
-        _probability("replay", self.replay)
         if self.init_from is not None and not str(self.init_from).strip():
             raise ConfigError("init_from", "must name a run folder. Received: ''")

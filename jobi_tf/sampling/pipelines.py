@@ -47,7 +47,7 @@ __all__ = [
 class EpochRows:
     """Which training triples an epoch visits, when it is not all of them.
 
-    A warm start on a grown graph (`jobi_tf.training.growth`) visits every ``fresh`` row each epoch
+    A warm start on a grown graph (`jobi_tf.growth.warm_start`) visits every ``fresh`` row each epoch
     and ``replayed`` of the ``old`` rows, a different draw every epoch (keyed on the seed
     and the epoch, so a resumed run sees the same ones).
 

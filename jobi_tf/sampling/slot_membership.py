@@ -34,7 +34,7 @@ class SlotMembership:
     table (13.1M keys at 1.85M entities: this structure took 1.4 s and 0.6 GiB to build). A binary
     search of the sorted keys runs 24 levels deep, most of them cache misses: a batch's 3,000
     biased candidates took 2.4 ms so against 0.05 ms in the hash table (one core,
-    docs/results/scale/slot-membership-K137.json). A sampler built while a function is traced (a
+    docs/performance.md). A sampler built while a function is traced (a
     parameter-server step, whose constants travel to the workers; a table would stay on the
     chief) has no table: it answers shared candidates from their slots (`contains_shared`) and
     the rest by the search.
@@ -117,7 +117,7 @@ class SlotMembership:
         costs several hash lookups' time, so with a hash table the rows must outnumber the
         slots `MARK_ROWS_FACTOR` times; without one (a traced build) the pairs always beat the
         binary search. At 1.85M entities, one core, ms a batch net of its own draw (hash /
-        search / pairs; docs/results/scale/slot-membership-K137.json): biased candidates in
+        search / pairs; docs/performance.md): biased candidates in
         runs of 10 rows 0.27 / 6.6 / 2.2, the 70 uniform ones shared by 1,000 rows 0.24 / 10.1 /
         under 0.1.
 

@@ -31,6 +31,7 @@ from jobi_tf.datasets.loading import load_index
 from jobi_tf.distributed import ps_training
 from jobi_tf.distributed.strategy import configure_devices, is_chief, make_strategy, num_replicas, weights_digest
 from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample
+from jobi_tf.growth.warm_start import carry_over, plan_growth
 from jobi_tf.models import JoBiModel
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
@@ -53,7 +54,6 @@ from jobi_tf.training.callbacks import (
 )
 from jobi_tf.training.checkpoints import load_weights, save_weights
 from jobi_tf.training.fitting import fit_what_is_left, keras_fit
-from jobi_tf.training.growth import carry_over, plan_growth
 from jobi_tf.training.prior_weight import choose_prior_weight
 from jobi_tf.training.products import check_matmul_dtype, resolve_dtypes
 from jobi_tf.training.resume import restore, why_finished

@@ -1,5 +1,5 @@
 """A grid spec: which settings vary, which are fixed, and the cells that makes
-(`jobi_tf.training.grid` runs them; its docstring describes the spec's keys)."""
+(`jobi_tf.planning.grid` runs them; its docstring describes the spec's keys)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from jobi_tf.config import SECTIONS, VARIANTS, DataConfig, RunConfig, variant_name
+from jobi_tf.planning.presets import preset_settings
 from jobi_tf.runtime.errors import ConfigError, GridSpecError
 from jobi_tf.runtime.types import RANK_METRICS
-from jobi_tf.training.presets import preset_settings
 
 __all__ = ["GridSpec", "Cell", "Search", "load_spec", "SELECT_METRICS"]
 

@@ -13,7 +13,7 @@ and which are fixed, with the `RunConfig` field names (the CLI flag names, ``bat
     }
 
 ``preset`` (fixed or varied) expands into a named recipe's settings for the cell's dataset
-(`jobi_tf.training.presets`); the spec's own settings win over it.
+(`jobi_tf.planning.presets`); the spec's own settings win over it.
 
 ``variant`` names the paper's ablation points (its Table 4): ``baseline`` (no pair head,
 p = 0), ``biasedneg`` (biased negatives only), ``joint`` (pair head only) and ``jobi``
@@ -51,8 +51,8 @@ from pathlib import Path
 
 from jobi_tf.config import VARIANTS, RunConfig, variant_name
 from jobi_tf.config.runs import RunFolder
+from jobi_tf.planning.grid_spec import SELECT_METRICS, Cell, GridSpec, Search, load_spec
 from jobi_tf.runtime.atomic import write_text_atomic
-from jobi_tf.training.grid_spec import SELECT_METRICS, Cell, GridSpec, Search, load_spec
 
 __all__ = ["GridSpec", "Cell", "Search", "load_spec", "run_grid", "summarize", "variant_name", "VARIANTS"]
 

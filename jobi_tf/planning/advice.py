@@ -3,12 +3,12 @@
 Why measured: a 1-vs-all epoch's time differs by more than 10x between CPUs (bfloat16 dot
 products or not, cores, load), and its matrix products (``12·T·N·W`` FLOPs: T training
 triples, N entities, rows of W floats) are only part of it. So `advise` times whole kbc-fast
-steps here (`jobi_tf.training.step_probe`, on a stand-in graph of the graph's relations and up
+steps here (`jobi_tf.planning.step_probe`, on a stand-in graph of the graph's relations and up
 to 20,000 entities), scales them to the graph's epoch, and `RULE` says how many epochs 1-vs-all
 needed to pass sampled JoBi's converged model at a graph's sparsity (`MEASUREMENTS`; both in
-`jobi_tf.training.regime_rule`); on a dense graph of `PRESET_FROM_ENTITIES` or more the sampled
+`jobi_tf.planning.regime_rule`); on a dense graph of `PRESET_FROM_ENTITIES` or more the sampled
 preset is advised whatever the budget. The estimate was checked against a real epoch once
-(docs/results/decision-guide/). TensorFlow is imported only when advising.
+(docs/decision-guide.md). TensorFlow is imported only when advising.
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ from jobi_tf.config import DataConfig, ModelConfig, RunConfig, SamplerConfig, wi
 from jobi_tf.config.fields import MATMUL_DTYPE_CHOICES
 from jobi_tf.data.index import KGIndex
 from jobi_tf.datasets.loading import LOCAL_COPIES_ENV
-from jobi_tf.runtime.errors import ConfigError
-from jobi_tf.runtime.tf_settings import choose_matmul_dtype
-from jobi_tf.training.presets import PRESETS, apply_preset
-from jobi_tf.training.regime_rule import (
+from jobi_tf.planning.presets import PRESETS, apply_preset
+from jobi_tf.planning.regime_rule import (
     MEASUREMENTS,
     PRESET_FROM_ENTITIES,
     RULE,
@@ -36,7 +34,9 @@ from jobi_tf.training.regime_rule import (
     band_words,
     rule_row,
 )
-from jobi_tf.training.step_probe import MAX_PROBE_ENTITIES, StepTiming, probe_steps, steps_per_epoch
+from jobi_tf.planning.step_probe import MAX_PROBE_ENTITIES, StepTiming, probe_steps, steps_per_epoch
+from jobi_tf.runtime.errors import ConfigError
+from jobi_tf.runtime.tf_settings import choose_matmul_dtype
 
 __all__ = ["Measurement", "MEASUREMENTS", "RuleRow", "RULE", "rule_row", "one_vs_all_config", "epoch_flops"]
 __all__ += ["Advice", "advise", "ONE_VS_ALL", "SAMPLED_JOBI", "PRESET_FROM_ENTITIES"]
@@ -202,7 +202,7 @@ def advise(
     """Time kbc-fast's training steps on this CPU (unless ``epoch_seconds`` is given) and advise on a regime.
 
     The steps run on a stand-in graph of ``min(N, 20,000)`` entities and the graph's relations
-    (`jobi_tf.training.step_probe`: the median of five after two warm-up), scaled to the graph's epoch.
+    (`jobi_tf.planning.step_probe`: the median of five after two warm-up), scaled to the graph's epoch.
 
     Args:
         index: the graph; the sizes of its training split and entity table are what count.
