@@ -45,7 +45,7 @@ from jobi_tf.models import JoBiModel  # noqa: E402
 ROUTES = ("one-pass", "bfloat16", "two-pass")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True, help="graph folder (train/valid/test.txt)")
     parser.add_argument("--model", default="complex")
@@ -61,44 +61,30 @@ def main() -> None:
         choices=("auto", "float32", "bfloat16"),
         help="the training step's products (auto: as jobi-tf advise resolves it; float32 under an AVX2 ISA cap)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    started = time.perf_counter()
-    _, _, index = load_index(DataConfig(data_dir=args.data_dir))
-    load_seconds = time.perf_counter() - started
-    if args.run:  # the run's own model (its config), with its best weights
-        import json
 
-        from jobi_tf.config import RunConfig
-        from jobi_tf.training.checkpoints import load_weights
-        from jobi_tf.training.trainer import build_model
-
-        ran = RunConfig.from_dict(json.loads((Path(args.run) / "config.json").read_text(encoding="utf-8")))
-        model = build_model(index, ran)
-        load_weights(Path(args.run) / "best.weights.npz", model)
-    else:
-        model = JoBiModel(
+def ranked_model(args, index):
+    """The run's own model (its config) with its best weights, else a random one of ``--model``."""
+    if not args.run:
+        return JoBiModel(
             num_entities=index.num_entities, num_relations=index.num_relations, model=args.model, dim=args.dim
         )
-    triples = validation_sample(index.split("valid"), args.triples)
-    width = int(model.entity_embeddings.shape[1])
-    queries = 2 * len(triples)
-    flops = 2.0 * queries * index.num_entities * width
+    import json
 
-    record: dict = {
-        "bench": "ranking_speed",
-        "metric": "ranking FLOP/s over the training products' (same core, one sitting)",
-        "graph": {"data_dir": args.data_dir, "entities": index.num_entities, "train": len(index.train)},
-        "queries": queries,
-        "width": width,
-        "ranking_flops": flops,
-        "load_seconds": round(load_seconds, 1),
-        "weights": args.run or "random",
-        "routes": {},
-    }
-    ranks = {}
-    usages = {}
-    prior = None
+    from jobi_tf.config import RunConfig
+    from jobi_tf.training.checkpoints import load_weights
+    from jobi_tf.training.trainer import build_model
+
+    ran = RunConfig.from_dict(json.loads((Path(args.run) / "config.json").read_text(encoding="utf-8")))
+    model = build_model(index, ran)
+    load_weights(Path(args.run) / "best.weights.npz", model)
+    return model
+
+
+def time_routes(args, index, model, triples, flops: float, record: dict) -> dict:
+    """Each route's ranks of ``triples`` (and with the counts, with ``--slot-prior``), timed into ``record``."""
+    ranks, prior = {}, None
     if args.slot_prior:
         from jobi_tf.models.slot_prior import SparseSlotPrior
 
@@ -118,7 +104,6 @@ def main() -> None:
             evaluator.ranks(model, triples[:100])  # tracing and XLA compilation, untimed
             with Usage() as usage:
                 ranks[route] = evaluator.ranks(model, triples)
-            usages[route] = usage
         finally:
             one_pass.OnePassCounter.handles = original
         metrics = rank_metrics(ranks[route].get("realistic"))
@@ -131,6 +116,11 @@ def main() -> None:
             "cpu": usage.record(),
         }
         print(f"{route}: {seconds:.1f} s, {flops / seconds:.3g} FLOP/s, MRR {metrics['mrr']:.4f}", file=sys.stderr)
+    return ranks
+
+
+def compare_routes(ranks: dict, record: dict) -> None:
+    """Whether one and two passes give the same ranks, and what bfloat16 changes, into ``record``."""
     for suffix in ("", " + counts"):
         if f"one-pass{suffix}" in ranks and f"two-pass{suffix}" in ranks:
             a, b = ranks[f"one-pass{suffix}"], ranks[f"two-pass{suffix}"]
@@ -146,19 +136,48 @@ def main() -> None:
             "queries_with_another_rank": int(np.sum(diff != 0)),
             "median_abs_rank_change_where_changed": float(np.median(np.abs(diff[diff != 0]))) if np.any(diff) else 0.0,
         }
-    if not args.no_training_rate:
-        from jobi_tf.planning.advice import advise
 
-        advice = advise(index, 1.0, matmul_dtype=args.training_dtype)
-        record["training"] = {
-            "flops_per_s": advice.effective_rate,
-            "seconds_per_step": advice.probe.seconds_per_step,
-            "matmul_dtype": advice.matmul_dtype,
-            "what": f"jobi-tf advise's kbc-fast step (rank 200, batch 500, --matmul-dtype {args.training_dtype}), "
-            "timed here",
-        }
-        for entry in record["routes"].values():
-            entry["share_of_training_rate"] = entry["flops_per_s"] / advice.effective_rate
+
+def training_rate(args, index, record: dict) -> None:
+    """jobi-tf advise's timed kbc-fast step, and each route's rate as a share of it, into ``record``."""
+    from jobi_tf.planning.advice import advise
+
+    advice = advise(index, 1.0, matmul_dtype=args.training_dtype)
+    record["training"] = {
+        "flops_per_s": advice.effective_rate,
+        "seconds_per_step": advice.probe.seconds_per_step,
+        "matmul_dtype": advice.matmul_dtype,
+        "what": f"jobi-tf advise's kbc-fast step (rank 200, batch 500, --matmul-dtype {args.training_dtype}), "
+        "timed here",
+    }
+    for entry in record["routes"].values():
+        entry["share_of_training_rate"] = entry["flops_per_s"] / advice.effective_rate
+
+
+def main() -> None:
+    args = parse_args()
+    started = time.perf_counter()
+    _, _, index = load_index(DataConfig(data_dir=args.data_dir))
+    load_seconds = time.perf_counter() - started
+    model = ranked_model(args, index)
+    triples = validation_sample(index.split("valid"), args.triples)
+    width = int(model.entity_embeddings.shape[1])
+    queries = 2 * len(triples)
+    flops = 2.0 * queries * index.num_entities * width
+    record: dict = {
+        "bench": "ranking_speed",
+        "metric": "ranking FLOP/s over the training products' (same core, one sitting)",
+        "graph": {"data_dir": args.data_dir, "entities": index.num_entities, "train": len(index.train)},
+        "queries": queries,
+        "width": width,
+        "ranking_flops": flops,
+        "load_seconds": round(load_seconds, 1),
+        "weights": args.run or "random",
+        "routes": {},
+    }
+    compare_routes(time_routes(args, index, model, triples, flops, record), record)
+    if not args.no_training_rate:
+        training_rate(args, index, record)
     record.update(peak_rss_gib=round(peak_rss_gib(), 2), **provenance(__file__), versions=versions())
     emit(record)
 
