@@ -88,7 +88,7 @@ def replay_on_one_device(cfg: RunConfig, data, initial: dict[str, np.ndarray], s
     """The cluster's steps again, from its initial tables, with Keras's ``fit`` and `LazyAdam`
     on one device (no strategy): what the cluster would have computed with no asynchrony."""
     index = data[2]
-    model = JoBiModel.from_run_config(cfg, index.num_entities, index.num_relations)
+    model = JoBiModel.for_run(cfg.model, cfg.train, index.num_entities, index.num_relations)
     for weight in model.weights:
         weight.assign(initial[weight.path])
     optimizer = LazyAdam(learning_rate=cfg.train.lr)
@@ -112,7 +112,9 @@ def main() -> int:
     data = load_data(cfg)
     index = data[2]
     strategy = in_process_cluster(a.ps, a.workers)
-    model, _ = ps_training.build(index, cfg, strategy)  # the same initial tables as the run's (seeded)
+    model, _ = ps_training.build(  # the same initial tables as the run's (seeded)
+        index, cfg.model, cfg.train, strategy, ps_shards=cfg.distribute.ps_shards, seed=cfg.seed
+    )
     initial = {t.path: t.numpy() for t in model.sharded_tables}  # tiny tables: read whole
     started = time.monotonic()
     sharded = train(cfg, out / "cluster", verbose=0, data=data, strategy=strategy).metrics

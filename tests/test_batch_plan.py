@@ -30,7 +30,7 @@ def test_the_sampler_writes_exactly_the_plans_features_and_shapes(small_typed_in
     cfg = SamplerConfig(batch_size=16, neg=5, p=0.4, **{"biased_chunk": 0, **LAYOUTS[layout]})
     plan = BatchPlan.sampled(cfg, pair_every=pair_every)
     triples = tf.constant(small_typed_index.train[:16], tf.int32)
-    out = NegativeSampler.from_plan(small_typed_index, plan, seed=2)(triples, tf.constant(3, tf.int64))
+    out = NegativeSampler(small_typed_index, plan, seed=2)(triples, tf.constant(3, tf.int64))
     want = plan.shapes(small_typed_index.num_entities)
     assert set(out) == set(want) == set(plan.features())
     for key, value in out.items():
@@ -58,21 +58,23 @@ def test_p_has_one_name_per_layout():
 )
 def test_a_runs_plan_holds_what_its_models_objectives_read(settings, regime, extra):
     cfg = regimes.resolve(with_settings(RunConfig(), settings))
-    plan = BatchPlan.from_config(cfg)
-    model = JoBiModel.from_run_config(cfg, 30, 4)
+    plan = BatchPlan.for_run(cfg.sampler, cfg.train, joint=cfg.model.joint)
+    model = JoBiModel.for_run(cfg.model, cfg.train, 30, 4)
     assert plan.regime == regime and extra <= set(plan.features())
     plan.check_model(model)  # by construction
 
 
 def test_a_model_that_reads_other_rows_than_the_batches_is_refused():
     cfg = regimes.resolve(with_settings(RunConfig(), {"joint": True, "pair_every": 5}))
-    plan = BatchPlan.from_config(cfg)
-    other = JoBiModel.from_run_config(with_settings(cfg, {"pair_every": 2}), 30, 4)
+    plan = BatchPlan.for_run(cfg.sampler, cfg.train, joint=cfg.model.joint)
+    other_cfg = with_settings(cfg, {"pair_every": 2})
+    other = JoBiModel.for_run(other_cfg.model, other_cfg.train, 30, 4)
     with pytest.raises(ValueError, match="every 2th positive, the batches hold the pair labels of every 5th"):
         plan.check_model(other)
-    baseline = BatchPlan.from_config(with_settings(cfg, {"joint": False, "pair_every": 1}))
+    baseline_cfg = with_settings(cfg, {"joint": False, "pair_every": 1})
+    baseline = BatchPlan.for_run(baseline_cfg.sampler, baseline_cfg.train, joint=False)
     with pytest.raises(ValueError, match=r"the model reads \['pair_labels'\]"):
-        baseline.check_model(JoBiModel.from_run_config(cfg, 30, 4))
+        baseline.check_model(JoBiModel.for_run(cfg.model, cfg.train, 30, 4))
 
 
 def test_a_pipeline_that_is_not_the_plans_is_refused(small_typed_index):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -92,7 +90,7 @@ def test_carry_over_places_source_rows_and_slots_by_name(graphs, source_run, tmp
     from jobi_tf.growth.warm_start import carry_over
 
     model = build_model(index, cfg)
-    optimizer = make_optimizer(cfg)
+    optimizer = make_optimizer(cfg.train)
     optimizer.build(model.trainable_variables)
     fresh = {v.path: np.array(v.numpy()) for v in model.weights}
     carry_over(plan, model, optimizer, "adagrad")
@@ -131,7 +129,7 @@ def test_row_adagrad_carries_its_per_row_accumulators_by_entity_name(graphs, tmp
     from jobi_tf.growth.warm_start import carry_over
 
     model = build_model(index, cfg)
-    optimizer = make_optimizer(cfg)
+    optimizer = make_optimizer(cfg.train)
     optimizer.build(model.trainable_variables)
     carry_over(plan, model, optimizer, "row-adagrad")
     got = optimizer.variables[2].numpy()  # the entity table's accumulator: one float per row
@@ -219,7 +217,7 @@ def test_another_optimizer_carries_weights_but_starts_its_slots_fresh(graphs, so
     plan = plan_growth(cfg, tmp_path / "grown", entities, relations, index)
     from jobi_tf.growth.warm_start import carry_over
 
-    model, optimizer = build_model(index, cfg), make_optimizer(dataclasses.replace(cfg))
+    model, optimizer = build_model(index, cfg), make_optimizer(cfg.train)
     optimizer.build(model.trainable_variables)
     carry_over(plan, model, optimizer, "adam")
     assert int(optimizer.iterations.numpy()) == 0

@@ -86,9 +86,9 @@ def _cfg(sampler: dict, **train) -> RunConfig:
 
 
 def _batch(index, cfg: RunConfig, step: int = 0) -> tuple[BatchPlan, dict[str, tf.Tensor]]:
-    plan = BatchPlan.from_config(cfg)
+    plan = BatchPlan.for_run(cfg.sampler, cfg.train, joint=cfg.model.joint)
     triples = tf.constant(index.train[np.random.default_rng(step).permutation(len(index.train))[:40]], tf.int32)
-    return plan, NegativeSampler.from_plan(index, plan, seed=5)(triples, tf.constant(step, tf.int64))
+    return plan, NegativeSampler(index, plan, seed=5)(triples, tf.constant(step, tf.int64))
 
 
 def _columns(x: dict, plan: BatchPlan) -> tuple[np.ndarray, np.ndarray]:

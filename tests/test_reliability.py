@@ -146,7 +146,7 @@ def test_a_checkpoint_with_nan_weights_is_refused_and_the_previous_kept(tmp_path
 
     _, _, index = load_data(cfg)
     model = build_model(index, cfg)
-    optimizer = make_optimizer(cfg, index.num_entities)
+    optimizer = make_optimizer(cfg.train, index.num_entities)
     optimizer.build(model.trainable_variables)
     path = tmp_path / "checkpoint.npz"
     save_checkpoint(path, model, optimizer, {"epoch": 1})

@@ -265,7 +265,7 @@ def test_bfloat16_products_on_a_cpu_without_them_warn_in_one_line(tmp_path, capl
 
     cfg = with_settings(RunConfig(), {"loss": "full-softmax", "matmul_dtype": dtype})
     with caplog.at_level("WARNING", logger="jobi_tf.training.trainer"):
-        assert _check_matmul_dtype(cfg, _cpuinfo(tmp_path, extra)) is warns
+        assert _check_matmul_dtype(cfg.train, cfg.eval, _cpuinfo(tmp_path, extra)) is warns
     lines = [r.getMessage() for r in caplog.records]
     if warns:
         assert len(lines) == 1 and "\n" not in lines[0]
@@ -297,10 +297,10 @@ def test_matmul_dtype_auto_follows_the_cpu_flags(tmp_path, caplog, extra, jit, c
     cpuinfo = _cpuinfo(tmp_path, extra)
     assert choose_matmul_dtype("auto", jit, False, cpuinfo) == chosen
     assert choose_matmul_dtype("auto", jit, True, cpuinfo) == "float32"  # not measured on a GPU
-    resolved = _resolve_matmul_dtype(cfg, cpuinfo)
-    assert resolved.train.matmul_dtype == chosen  # what config.json records
+    train, evaluation = _resolve_matmul_dtype(cfg.train, cfg.eval, cpuinfo)
+    assert train.matmul_dtype == chosen  # what config.json records
     with caplog.at_level("WARNING", logger="jobi_tf.training.trainer"):
-        assert _check_matmul_dtype(resolved, cpuinfo) is False  # auto never picks the slow product
+        assert _check_matmul_dtype(train, evaluation, cpuinfo) is False  # auto never picks the slow product
 
 
 def test_matmul_dtype_given_is_kept_whatever_the_cpu(tmp_path):

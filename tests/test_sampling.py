@@ -13,6 +13,7 @@ from jobi_tf.config import SamplerConfig
 from jobi_tf.runtime.errors import ConfigError
 from jobi_tf.runtime.types import RELATION, TAIL
 from jobi_tf.sampling import negatives
+from jobi_tf.sampling.batch_plan import BatchPlan
 from jobi_tf.sampling.pipelines import NegativeSampler, make_train_dataset, steps_per_epoch
 
 
@@ -78,7 +79,7 @@ def big_draw(small_typed_index):
     index = small_typed_index
     triples = _batch(index, 256)
     cfg = SamplerConfig(shared_negatives=0, batch_size=256, neg=100, p=0.3, corrupt_side="per-negative")
-    sampler = NegativeSampler(index, cfg, seed=5, provenance=True)
+    sampler = NegativeSampler.from_settings(index, cfg, seed=5, provenance=True)
     return triples, _np(sampler(tf.constant(triples), tf.constant(17, tf.int64)))
 
 
@@ -109,7 +110,7 @@ def test_head_tail_coin_is_fair(big_draw):
 
 def test_p_zero_gives_no_biased_draws(small_typed_index):
     triples = _batch(small_typed_index, 128)
-    sampler = NegativeSampler(
+    sampler = NegativeSampler.from_settings(
         small_typed_index, SamplerConfig(shared_negatives=0, batch_size=128, neg=50, p=0.0), provenance=True, seed=5
     )
     x = _np(sampler(tf.constant(triples), tf.constant(3, tf.int64)))
@@ -120,7 +121,7 @@ def test_p_zero_gives_no_biased_draws(small_typed_index):
 
 def test_p_one_gives_only_biased_draws(small_typed_index):
     triples = _batch(small_typed_index, 64)
-    sampler = NegativeSampler(
+    sampler = NegativeSampler.from_settings(
         small_typed_index, SamplerConfig(shared_negatives=0, batch_size=64, neg=20, p=1.0), provenance=True, seed=2
     )
     x = _np(sampler(tf.constant(triples), tf.constant(0, tf.int64)))
@@ -146,7 +147,7 @@ def test_biased_draws_are_uniform_over_the_pool(small_typed_index):
     rel = 3
     rows = index.train[index.train[:, 1] == rel]
     triples = rows[np.arange(64) % len(rows)]
-    sampler = NegativeSampler(
+    sampler = NegativeSampler.from_settings(
         index, SamplerConfig(shared_negatives=0, batch_size=64, neg=200, p=1.0), provenance=True, seed=8
     )
     x = _np(sampler(tf.constant(triples), tf.constant(1, tf.int64)))
@@ -179,7 +180,7 @@ def test_pair_labels_on_arbitrary_inputs(small_typed_index):
     rel[0, :] = index.num_relations - 1
     ent[0, :] = [0, index.num_entities - 1] * 4 + [index.num_entities - 1]
     tail = rng.random((40, 9)) < 0.5
-    got = NegativeSampler(index, SamplerConfig(shared_negatives=0)).pair_labels(
+    got = NegativeSampler.from_settings(index, SamplerConfig(shared_negatives=0)).pair_labels(
         tf.constant(rel), tf.constant(ent), tf.constant(tail)
     )
     np.testing.assert_array_equal(got.numpy(), pair_labels(index, rel, ent, tail))
@@ -195,11 +196,11 @@ def test_valid_negative_is_false_exactly_where_the_candidate_is_the_replaced_ent
 def test_same_seed_and_step_give_identical_features(small_typed_index):
     triples = tf.constant(_batch(small_typed_index, 32))
     cfg = SamplerConfig(shared_negatives=0, batch_size=32, neg=10, p=0.4)
-    a = _np(NegativeSampler(small_typed_index, cfg, seed=3)(triples, tf.constant(8, tf.int64)))
-    b = _np(NegativeSampler(small_typed_index, cfg, seed=3)(triples, tf.constant(8, tf.int64)))
+    a = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=3)(triples, tf.constant(8, tf.int64)))
+    b = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=3)(triples, tf.constant(8, tf.int64)))
     _assert_same_features(a, b)
-    c = _np(NegativeSampler(small_typed_index, cfg, seed=3)(triples, tf.constant(9, tf.int64)))
-    d = _np(NegativeSampler(small_typed_index, cfg, seed=4)(triples, tf.constant(8, tf.int64)))
+    c = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=3)(triples, tf.constant(9, tf.int64)))
+    d = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=4)(triples, tf.constant(8, tf.int64)))
     for other in (c, d):
         assert not np.array_equal(a["candidates"], other["candidates"])
         assert not np.array_equal(a["corrupt_tail"], other["corrupt_tail"])
@@ -231,7 +232,7 @@ def test_dataset_negatives_are_keyed_on_the_global_step(small_typed_index):
     cfg = SamplerConfig(shared_negatives=0, batch_size=500, neg=5, p=0.3)
     steps = steps_per_epoch(index, cfg.batch_size)
     batches = _take(make_train_dataset(index, cfg, seed=6), steps + 2)
-    sampler = NegativeSampler(index, cfg, seed=6)
+    sampler = NegativeSampler.from_settings(index, cfg, seed=6)
     for step in (0, 1, steps, steps + 1):
         direct = _np(sampler(tf.constant(batches[step]["triples"]), tf.constant(step, tf.int64)))
         _assert_same_features(batches[step], direct)
@@ -313,10 +314,10 @@ def test_shared_negatives(small_typed_index, p, neg):
 def test_shared_negatives_are_deterministic_per_step(small_typed_index):
     cfg = SamplerConfig(batch_size=40, neg=10, p=0.2, shared_negatives=8)
     triples = tf.constant(_batch(small_typed_index, 40))
-    a = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, tf.constant(5, tf.int64)))
-    b = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, tf.constant(5, tf.int64)))
+    a = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=1)(triples, tf.constant(5, tf.int64)))
+    b = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=1)(triples, tf.constant(5, tf.int64)))
     _assert_same_features(a, b)
-    c = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, tf.constant(6, tf.int64)))
+    c = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=1)(triples, tf.constant(6, tf.int64)))
     assert not np.array_equal(a["shared_candidates"], c["shared_candidates"])
 
 
@@ -327,7 +328,11 @@ def test_per_positive_side_is_one_coin_per_positive(small_typed_index):
     index = small_typed_index
     triples = _batch(index, 256)
     cfg = SamplerConfig(shared_negatives=0, batch_size=256, neg=40, p=0.3, corrupt_side="per-positive")
-    x = _np(NegativeSampler(index, cfg, seed=5, provenance=True)(tf.constant(triples), tf.constant(17, tf.int64)))
+    x = _np(
+        NegativeSampler.from_settings(index, cfg, seed=5, provenance=True)(
+            tf.constant(triples), tf.constant(17, tf.int64)
+        )
+    )
     side = x["corrupt_tail"]
     # Every negative of a positive corrupts the same slot; the coin is fair across positives.
     assert (side == side[:, :1]).all()
@@ -349,10 +354,10 @@ def test_per_positive_side_leaves_the_candidates_of_the_default_mode_unchanged(s
     triples = tf.constant(_batch(small_typed_index, 64))
     step = tf.constant(3, tf.int64)
     cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=9, p=0.0, corrupt_side="per-negative")
-    per_neg = _np(NegativeSampler(small_typed_index, cfg, seed=2)(triples, step))
+    per_neg = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=2)(triples, step))
     assert "positive_corrupt_tail" not in per_neg
     cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=9, p=0.0, corrupt_side="per-positive")
-    per_pos = _np(NegativeSampler(small_typed_index, cfg, seed=2)(triples, step))
+    per_pos = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=2)(triples, step))
     np.testing.assert_array_equal(per_neg["candidates"], per_pos["candidates"])
     assert not np.array_equal(per_neg["corrupt_tail"], per_pos["corrupt_tail"])
 
@@ -413,7 +418,7 @@ def test_full_softmax_without_joint_yields_only_positives(small_typed_index):
 
 
 def test_sampled_training_builds_no_dense_slot_table(small_typed_index):
-    sampler = NegativeSampler(small_typed_index, SamplerConfig(shared_negatives=0, batch_size=16, neg=4))
+    sampler = NegativeSampler.from_settings(small_typed_index, SamplerConfig(shared_negatives=0, batch_size=16, neg=4))
     sampler(tf.constant(small_typed_index.train[:16], tf.int32), tf.constant(0, tf.int64))
     assert sampler._slot_tables is None  # only 1-vs-all pair labels need it
     sampler.dense_pair_labels(tf.constant(small_typed_index.train[:16], tf.int32))
@@ -424,8 +429,8 @@ def test_training_batches_carry_no_provenance(small_typed_index):
     """``biased`` is for inspecting the sampler; training batches leave it out (the model reads no such feature)."""
     cfg = SamplerConfig(shared_negatives=0, batch_size=16, neg=4, p=0.5)
     triples, step = tf.constant(_batch(small_typed_index, 16)), tf.constant(1, tf.int64)
-    plain = _np(NegativeSampler(small_typed_index, cfg, seed=1)(triples, step))
-    inspected = _np(NegativeSampler(small_typed_index, cfg, seed=1, provenance=True)(triples, step))
+    plain = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=1)(triples, step))
+    inspected = _np(NegativeSampler.from_settings(small_typed_index, cfg, seed=1, provenance=True)(triples, step))
     assert "biased" not in plain and set(inspected) - set(plain) == {"biased"}
     np.testing.assert_array_equal(plain["candidates"], inspected["candidates"])
 
@@ -521,8 +526,8 @@ def test_the_sampler_gives_the_same_pair_labels_with_the_dense_table_and_the_key
     small_typed_index, biased_chunk, side
 ):
     cfg = SamplerConfig(batch_size=32, neg=10, p=0.3, shared_negatives=8, biased_chunk=biased_chunk, corrupt_side=side)
-    dense = NegativeSampler(small_typed_index, cfg, seed=3)
-    searched = NegativeSampler(small_typed_index, cfg, seed=3)
+    dense = NegativeSampler.from_settings(small_typed_index, cfg, seed=3)
+    searched = NegativeSampler.from_settings(small_typed_index, cfg, seed=3)
     searched._slots = negatives.SlotMembership(small_typed_index, dense_bytes=0)
     assert searched._slots._table is None and dense._slots._table is not None
     triples, step = tf.constant(_batch(small_typed_index, 32)), tf.constant(5, tf.int64)
@@ -551,7 +556,7 @@ def test_biased_negatives_shared_in_runs_of_the_batch_sorted_by_slot(small_typed
     index = small_typed_index
     b, c, c_b, neg, p = 64, 16, 8, 10, 0.3
     cfg = SamplerConfig(batch_size=b, neg=neg, p=p, shared_negatives=c, biased_chunk=c_b, corrupt_side=side)
-    sampler = NegativeSampler(index, cfg, seed=4)
+    sampler = NegativeSampler.from_settings(index, cfg, seed=4)
     given = _batch(index, b)
     x = _np(sampler(tf.constant(given), tf.constant(3, tf.int64)))
     k_b, k_u = int(round(p * neg)), neg - int(round(p * neg))
@@ -589,7 +594,7 @@ def test_a_run_of_one_slot_gets_only_that_slots_negatives(small_typed_index):
     r = int(np.bincount(index.train[:, 1]).argmax())
     rows = index.train[index.train[:, 1] == r][:32]
     cfg = SamplerConfig(batch_size=32, neg=10, p=1.0, shared_negatives=32, biased_chunk=8, corrupt_side="per-negative")
-    x = _np(NegativeSampler(index, cfg, seed=0)(tf.constant(rows), tf.constant(3, tf.int64)))
+    x = _np(NegativeSampler.from_settings(index, cfg, seed=0)(tf.constant(rows), tf.constant(3, tf.int64)))
     np.testing.assert_array_equal(x["pair_labels"], 1.0)
 
 
@@ -634,8 +639,8 @@ def test_the_training_stream_runs_without_tf_data_autotuning(small_typed_index):
 def test_pair_every_draws_the_pair_labels_of_every_nth_positive_only(small_typed_index, cfg, dense_bytes):
     """The same batch, its pair labels only for rows 0, 4, 8, ...: those rows' labels of a sampler
     that draws them all, and the NumPy reference's."""
-    every = NegativeSampler(small_typed_index, cfg, seed=3)
-    fourth = NegativeSampler(small_typed_index, cfg, seed=3, pair_every=4)
+    every = NegativeSampler.from_settings(small_typed_index, cfg, seed=3)
+    fourth = NegativeSampler.from_settings(small_typed_index, cfg, seed=3, pair_every=4)
     for sampler in (every, fourth):
         sampler._slots = negatives.SlotMembership(small_typed_index, dense_bytes=dense_bytes)
     triples, step = tf.constant(_batch(small_typed_index, 32)), tf.constant(5, tf.int64)
@@ -702,7 +707,7 @@ def test_unbiased_negatives_follow_the_degree_distribution(small_typed_index, di
     ends; ``mix``: half uniform, half by degree (NumPy's counts of the ends as reference)."""
     index = small_typed_index
     cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=400, p=0.0, negative_distribution=distribution)
-    sampler = NegativeSampler(index, cfg, seed=4, pair_labels=False)
+    sampler = NegativeSampler.from_settings(index, cfg, seed=4, pair_labels=False)
     drawn = np.concatenate(
         [
             _np(sampler(tf.constant(_batch(index, 64, s)), tf.constant(s, tf.int64)))["candidates"].ravel()
@@ -727,7 +732,11 @@ def test_biased_draws_by_frequency_follow_the_slot_counts(small_typed_index):
     rows = index.train[index.train[:, 1] == rel]
     triples = rows[np.arange(64) % len(rows)]
     cfg = SamplerConfig(shared_negatives=0, batch_size=64, neg=400, p=1.0, biased_draw="frequency")
-    x = _np(NegativeSampler(index, cfg, provenance=True, seed=9)(tf.constant(triples), tf.constant(1, tf.int64)))
+    x = _np(
+        NegativeSampler.from_settings(index, cfg, provenance=True, seed=9)(
+            tf.constant(triples), tf.constant(1, tf.int64)
+        )
+    )
     for side, column in ((True, 2), (False, 0)):
         drawn = x["candidates"][x["corrupt_tail"] == side]
         entities, slot_counts = np.unique(rows[:, column], return_counts=True)
@@ -743,7 +752,9 @@ def test_log_q_is_each_shared_negatives_draw_probability_over_a_uniform_draws(sm
         batch_size=40, neg=10, p=0.3, shared_negatives=20, negative_distribution=distribution, logq_correction=True
     ).resolved()
     x = _np(
-        NegativeSampler(index, cfg, seed=2, pair_labels=False)(tf.constant(_batch(index, 40)), tf.constant(5, tf.int64))
+        NegativeSampler.from_settings(index, cfg, seed=2, pair_labels=False)(
+            tf.constant(_batch(index, 40)), tf.constant(5, tf.int64)
+        )
     )
     degree = np.bincount(index.train[:, [0, 2]].ravel(), minlength=index.num_entities)
     ratio = degree * index.num_entities / degree.sum()
@@ -787,3 +798,14 @@ def test_the_sampled_softmax_subtracts_log_q_from_the_negatives_logits():
 def test_the_draw_settings_are_checked_naming_the_flag(settings, flag):
     with pytest.raises(ConfigError, match=flag):
         SamplerConfig(**settings)
+
+
+def test_the_sampler_takes_one_kind_of_settings_a_plan(small_typed_index):
+    """One type per stage input: a run's `BatchPlan`; bare sampler settings go through
+    `from_settings`, which builds the same sampled plan a run would."""
+    settings = SamplerConfig(shared_negatives=0, batch_size=16, neg=4, p=0.5)
+    with pytest.raises(TypeError, match="from_settings"):
+        NegativeSampler(small_typed_index, settings)
+    built = NegativeSampler.from_settings(small_typed_index, settings, seed=1, pair_every=2)
+    assert built.plan == BatchPlan.sampled(settings, pair_every=2)
+    assert built.plan.biased_chance == 0.5

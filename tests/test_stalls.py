@@ -99,7 +99,7 @@ def test_a_random_ranking_stays_under_the_chance_bound_but_rarely(entities, quer
 def test_at_an_epochs_end_either_sign_is_a_stall():
     """WN18RR, --preset kbc-fast --relation-penalty 1: epoch 1 ended at 21.233 against
     2 ln N = 21.240 with a validation MRR of 0.078, far above chance; it was stalled."""
-    check = StallCheck(_cfg(**STALLED), 40_943, 2 * math.log(40_943), 173, LoopState())
+    check = StallCheck(_cfg(**STALLED).train, 40_943, 2 * math.log(40_943), 173, LoopState())
     assert check.check(1, 21.233, 0.078, 2 * 3034)["triple_loss"] == 21.233
     assert check.check(2, 8.33, 0.0002, 2 * 3034)["val_mrr"] == 0.0002  # the loss moved, the ranking did not
     assert check.check(3, 8.33, None) is None and check.check(4, 8.33, 0.44, 2 * 3034) is None
@@ -124,7 +124,7 @@ def test_early_in_the_first_epoch_only_the_mrr_is_a_sign(caplog):
         evaluator = types.SimpleNamespace(
             index=index, cfg=EvalConfig(), ranks=lambda model, triples, r=ranks: _Ranks(r)
         )
-        stall = StallCheck(_cfg(**STALLED), entities, uniform, 544, LoopState())
+        stall = StallCheck(_cfg(**STALLED).train, entities, uniform, 544, LoopState())
         check = FirstCheck(60, evaluator, stall, StopGuard(544), announce=False)
         check._marks = [(0, 0.0), (30, 19.16), (60, 19.153)]  # steps 31-60: 19.146
         result = check.check(60)
@@ -138,7 +138,7 @@ def test_early_in_the_first_epoch_only_the_mrr_is_a_sign(caplog):
 def test_the_mrr_sign_waits_for_enough_steps():
     """A slow start is no stall: the synthetic quickstart (36 steps an epoch) was at a random
     ranking's MRR after epoch 1 and learned from epoch 2; the sign counts from MRR_MIN_STEPS."""
-    check = StallCheck(_cfg(**STALLED), 2000, None, 36, LoopState())
+    check = StallCheck(_cfg(**STALLED).train, 2000, None, 36, LoopState())
     at_chance = {"val_mrr": chance_mrr(2000)}
     first_read = -(-stalls.MRR_MIN_STEPS // 36)  # the first epoch with that many steps
     assert all(check.epoch_end(e, at_chance) is None for e in range(1, first_read))

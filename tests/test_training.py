@@ -68,7 +68,7 @@ def test_checkpoint_restores_weights_and_optimizer_state(tmp_path):
     cfg = _cfg(epochs=1)
     train(cfg, tmp_path / "run", verbose=0)
     _, _, index = load_data(cfg)
-    model, optimizer = build_model(index, cfg), make_optimizer(cfg, index.num_entities)
+    model, optimizer = build_model(index, cfg), make_optimizer(cfg.train, index.num_entities)
     optimizer.build(model.trainable_variables)
     state = load_checkpoint(tmp_path / "run" / "checkpoint.npz", model, optimizer)
     assert state["epoch"] == 1

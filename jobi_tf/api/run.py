@@ -295,7 +295,7 @@ def restore_model(folder: RunFolder, cfg: RunConfig | None = None):
         raise JobiError(f"{folder.path}: no best.weights.npz yet (no validation has run)")
     entities, relations = folder.read_vocabs()
     with caller_random_state_kept():  # the initial draws are overwritten by the weights
-        model = JoBiModel.from_run_config(cfg, len(entities), len(relations))
+        model = JoBiModel.for_run(cfg.model, cfg.train, len(entities), len(relations))
     load_weights(folder.best_weights, model)
     if getattr(model, "prior", None) is not None and not model.prior.in_loss:
         model.prior.load(folder.slot_counts)  # sparse counts live beside the weights, with their weight

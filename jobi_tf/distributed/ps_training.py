@@ -34,7 +34,7 @@ import re
 import keras
 import tensorflow as tf
 
-from jobi_tf.config import RunConfig
+from jobi_tf.config import ModelConfig, TrainConfig
 from jobi_tf.data.index import KGIndex
 from jobi_tf.models import JoBiModel
 from jobi_tf.models.sharding import make_sharded_optimizer
@@ -75,18 +75,28 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
     return _cluster_spec(strategy).num_tasks("worker")
 
 
-def build(index: KGIndex, cfg: RunConfig, strategy: tf.distribute.Strategy):
-    """The sharded model and its optimizer, created in ``strategy``'s scope (so on the servers).
+def build(
+    index: KGIndex,
+    model_cfg: ModelConfig,
+    train: TrainConfig,
+    strategy: tf.distribute.Strategy,
+    *,
+    ps_shards: int = 0,
+    seed: int = 0,
+):
+    """The sharded model and its optimizer (from the run's model and training sections),
+    created in ``strategy``'s scope (so on the servers).
 
-    The entity table gets ``--ps-shards`` row blocks (default: one per parameter server),
-    which the strategy places on the servers round-robin; each relation table is one block.
+    The entity table gets ``ps_shards`` row blocks (``--ps-shards``; 0: one per parameter
+    server), which the strategy places on the servers round-robin; each relation table is one
+    block. ``seed`` draws the sharded tables' initial rows.
     """
-    shards = cfg.distribute.ps_shards or num_parameter_servers(strategy)
+    shards = ps_shards or num_parameter_servers(strategy)
     with strategy.scope():
-        model = JoBiModel.from_run_config(
-            cfg, index.num_entities, index.num_relations, table_shards=shards, table_seed=cfg.seed
+        model = JoBiModel.for_run(
+            model_cfg, train, index.num_entities, index.num_relations, table_shards=shards, table_seed=seed
         )
-        optimizer = make_sharded_optimizer(cfg.train.optimizer, cfg.train.lr, cfg.train.initial_accumulator_value)
+        optimizer = make_sharded_optimizer(train.optimizer, train.lr, train.initial_accumulator_value)
         optimizer.build(model.sharded_tables)
     model.optimizer = optimizer  # what the callbacks checkpoint and log, as after compile
     model.stop_training = False
@@ -109,15 +119,27 @@ class ShardedTrainer:
         optimizer: its `jobi_tf.models.sharding` optimizer.
         strategy: the ``ParameterServerStrategy`` they were built in.
         index: the graph.
-        cfg: the run's config (sampler, seed).
+        plan: what the single-device run's batches hold (`BatchPlan.for_run`).
+        seed: the run's seed (epoch order and negatives).
+        checkpoint_steps: ``--checkpoint-steps``; the steps in flight drain before each.
     """
 
-    def __init__(self, model: JoBiModel, optimizer, strategy, index: KGIndex, cfg: RunConfig) -> None:
-        self.model, self.optimizer, self.index, self.cfg = model, optimizer, index, cfg
-        self.plan = BatchPlan.from_config(cfg)  # what the single-device run's batches hold
+    def __init__(
+        self,
+        model: JoBiModel,
+        optimizer,
+        strategy,
+        index: KGIndex,
+        plan: BatchPlan,
+        *,
+        seed: int = 0,
+        checkpoint_steps: int = 0,
+    ) -> None:
+        self.model, self.optimizer, self.index, self.plan = model, optimizer, index, plan
+        self.seed, self.checkpoint_steps = seed, checkpoint_steps
         self.plan.check_model(model)
         self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-        self.steps = steps_per_epoch(index, cfg.sampler.batch_size)
+        self.steps = steps_per_epoch(index, plan.sampler.batch_size)
         self.in_flight = IN_FLIGHT_PER_WORKER * max(1, num_workers(strategy))
         self._step_fn = tf.function(self._step)
 
@@ -126,7 +148,7 @@ class ShardedTrainer:
         each worker once, as constants of the function. The batch's triples come with each call
         (12 KB at batch 1000): no worker holds the training set."""
         model = self.model
-        features = NegativeSampler.from_plan(self.index, self.plan, self.cfg.seed)(triples, step)
+        features = NegativeSampler(self.index, self.plan, self.seed)(triples, step)
         tables = model.sharded_tables
         with tf.GradientTape() as tape:
             logits, penalty = model.forward(features)
@@ -162,9 +184,7 @@ class ShardedTrainer:
             calls.on_train_end()
 
     def _epoch(self, epoch: int, first: int, calls) -> dict:
-        order = epoch_order(
-            tf.range(len(self.index.train)), self.cfg.seed, epoch, self.steps, self.cfg.sampler.batch_size
-        )
+        order = epoch_order(tf.range(len(self.index.train)), self.seed, epoch, self.steps, self.plan.sampler.batch_size)
         order = order.numpy()
         logger.info("epoch %d: scheduling steps %d-%d on the workers", epoch + 1, first + 1, self.steps)
         pending: collections.deque = collections.deque()
@@ -185,7 +205,7 @@ class ShardedTrainer:
                 tf.constant(epoch * self.steps + step, tf.int64),
             )
             pending.append(self.coordinator.schedule(self._step_fn, args=args))
-            every = self.cfg.train.checkpoint_steps
+            every = self.checkpoint_steps
             drain = every and (step + 1) % every == 0  # a periodic checkpoint sees no step in flight
             while len(pending) > (0 if drain else self.in_flight):
                 read_one()

@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 
 from jobi_tf import losses, regularizers
-from jobi_tf.config import MATMUL_DTYPES
+from jobi_tf.config import MATMUL_DTYPES, ModelConfig, TrainConfig
 from jobi_tf.contracts import features as F
 from jobi_tf.contracts.objectives import SAMPLED, Objective, PairBCE, RelationPrediction, reads_of, replica_share
 from jobi_tf.contracts.scored_batch import ScoredBatch
@@ -28,6 +28,12 @@ from jobi_tf.models.tables import TableQueries, make_tables
 from jobi_tf.regularizers import Regularizer
 
 __all__ = ["JoBiModel"]
+
+#: The model's settings that live in the training section (its objectives, penalty and prior).
+FROM_TRAINING = (
+    "alpha", "loss", "label_smoothing", "relation_prediction", "slot_weight", "matmul_dtype",
+    "regularization", "regularizer", "relation_penalty", "pair_every", "slot_prior",
+)  # fmt: skip
 
 
 @keras.saving.register_keras_serializable(package="jobi_tf")
@@ -174,28 +180,18 @@ class JoBiModel(TableQueries, DistributedModel):
         return [t for t in tables if isinstance(t, ShardedTable)]
 
     @classmethod
-    def from_run_config(cls, cfg, num_entities: int, num_relations: int, **placement) -> JoBiModel:
-        """The model a `jobi_tf.config.RunConfig` describes, for a graph of this size (``placement``)."""
+    def for_run(
+        cls, model: ModelConfig, train: TrainConfig, num_entities: int, num_relations: int, **placement
+    ) -> JoBiModel:
+        """The model a run's model section and `FROM_TRAINING` settings describe, for a graph of
+        this size (``placement``); named ``jobi`` so checkpoint keys do not depend on how many
+        models exist."""
         return cls(
             num_entities=num_entities,
             num_relations=num_relations,
-            model=cfg.model.model,
-            dim=cfg.model.dim,
-            joint=cfg.model.joint,
-            alpha=cfg.train.alpha,
-            loss=cfg.train.loss,
-            label_smoothing=cfg.train.label_smoothing,
-            relation_prediction=cfg.train.relation_prediction,
-            slot_weight=cfg.train.slot_weight,
-            matmul_dtype=cfg.train.matmul_dtype,
-            regularization=cfg.train.regularization,
-            regularizer=cfg.train.regularizer,
-            relation_penalty=cfg.train.relation_penalty,
-            pair_every=cfg.train.pair_every,
-            slot_prior=cfg.train.slot_prior,
-            init=cfg.model.init,
-            reciprocal=cfg.model.reciprocal,
-            name="jobi",  # fixed, so checkpoint keys do not depend on how many models exist
+            **{name: getattr(model, name) for name in ("model", "dim", "joint", "init", "reciprocal")},
+            **{name: getattr(train, name) for name in FROM_TRAINING},
+            name="jobi",
             **placement,
         )
 

@@ -70,12 +70,13 @@ def slot_floats(name: str, rows: int, width: int, entity_table: bool) -> int:
     return OPTIMIZER_CLASSES[name].slot_floats(rows, width, entity_table)
 
 
-def choose_optimizer(name: str, num_entities: int) -> str:
+def choose_optimizer(name: str, num_entities: int, sharded: bool = False) -> str:
     """The concrete optimizer for a ``--optimizer`` value: ``auto`` becomes ``adam`` below
-    `LAZY_MIN_ROWS` entity rows and ``lazy-adam`` from there on; other names are kept."""
+    `LAZY_MIN_ROWS` entity rows and ``lazy-adam`` from there on, and always on parameter
+    servers (``sharded``), where dense Adam would move whole tables; other names are kept."""
     if name != "auto":
         return name
-    return "lazy-adam" if num_entities >= LAZY_MIN_ROWS else "adam"
+    return "lazy-adam" if sharded or num_entities >= LAZY_MIN_ROWS else "adam"
 
 
 def make_optimizer(name: str, learning_rate: float, **settings: Any) -> keras.optimizers.Optimizer:

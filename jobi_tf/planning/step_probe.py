@@ -132,10 +132,10 @@ def _timed_steps(cfg: RunConfig, num_entities: int, num_relations: int, warmup: 
     cfg = regimes.resolve(cfg)
     batch = cfg.sampler.batch_size
     index = stand_in_graph(num_entities, num_relations, batch * (warmup + steps), seed=cfg.seed)
-    regime, plan = regimes.regime_of(cfg.train.loss), BatchPlan.from_config(cfg)
+    regime, plan = regimes.regime_of(cfg.train.loss), BatchPlan.for_run(cfg.sampler, cfg.train, joint=cfg.model.joint)
     keras.utils.set_random_seed(cfg.seed)
     model = build_model(index, cfg)
-    optimizer = make_optimizer(cfg, index.num_entities)
+    optimizer = make_optimizer(cfg.train, index.num_entities)
     model.compile(
         optimizer=optimizer, jit_compile=cfg.train.jit_compile, steps_per_execution=cfg.train.steps_per_execution
     )

@@ -132,7 +132,7 @@ def check_placement(cfg: RunConfig, replicas: int) -> None:
     if cfg.train.steps_per_execution > 1:
         raise ConfigError("steps_per_execution", "must be 1 with several replicas (--strategy mirrored/multi-worker)")
     batch = cfg.sampler.batch_size
-    for name, unit in BatchPlan.from_config(cfg).row_units().items():
+    for name, unit in BatchPlan.for_run(cfg.sampler, cfg.train, joint=cfg.model.joint).row_units().items():
         if batch % (replicas * unit):
             what = f"{replicas} replicas" + (f" x --{name.replace('_', '-')} {unit}" if name != "batch_size" else "")
             raise ConfigError("batch_size", f"must be a multiple of {replicas * unit} ({what}). Received: {batch}")

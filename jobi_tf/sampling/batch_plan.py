@@ -1,9 +1,10 @@
 """`BatchPlan`: what a run's training batches hold, said once and read by sampler and model alike.
 
-A run's settings decide the batches' contents in one place (`BatchPlan.from_config`): the
+A run's settings decide the batches' contents in one place (`BatchPlan.for_run`, from the
+sampler and training sections): the
 regime, the sampler's layout (per-triple or shared negatives, biased runs), which features
 the model's objectives read and the pair head's ``pair_every``. The sampler
-(`jobi_tf.sampling.negatives.NegativeSampler.from_plan`, `jobi_tf.sampling.pipelines`) draws exactly the plan's
+(`jobi_tf.sampling.negatives.NegativeSampler`, `jobi_tf.sampling.pipelines`) draws exactly the plan's
 features; the model is checked against the plan (`BatchPlan.check_model`) and the pipeline's
 element spec against the plan's shapes (`BatchPlan.check_batches`) when the run is built, so
 a disagreement is one line at start-up, not a shape error inside the loss. The features
@@ -15,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from jobi_tf import losses
-from jobi_tf.config import RunConfig, SamplerConfig
+from jobi_tf.config import SamplerConfig, TrainConfig
 from jobi_tf.contracts import features as F
 from jobi_tf.contracts.objectives import K_VS_ALL, ONE_VS_ALL, SAMPLED, PairBCE, reads_of
 from jobi_tf.runtime.types import PAIR_HEAD
@@ -53,21 +54,18 @@ class BatchPlan:
             raise ValueError("BatchPlan needs a resolved SamplerConfig (SamplerConfig.resolved)")
 
     @classmethod
-    def from_config(cls, cfg: RunConfig) -> BatchPlan:
-        """The plan of a run: the one place its batches' contents are decided (training,
-        parameter-server workers and the checks all call this)."""
-        regime = losses.loss_class(cfg.train.loss).regime
-        sampler = cfg.sampler
+    def for_run(cls, sampler: SamplerConfig, train: TrainConfig, *, joint: bool) -> BatchPlan:
+        """The plan of a run, from its sampler and training sections and whether the model
+        has a pair head (``--joint``): the one place its batches' contents are decided
+        (training, parameter-server workers and the checks all call this)."""
+        regime = losses.loss_class(train.loss).regime
         if not sampler.is_resolved:  # as a run resolves it on one device (`jobi_tf.regimes.resolve`)
-            sampler = sampler.resolved(sampled=regime == SAMPLED, pair_every=cfg.train.pair_every)
-        train = cfg.train
+            sampler = sampler.resolved(sampled=regime == SAMPLED, pair_every=train.pair_every)
         objectives = [losses.get(train.loss, label_smoothing=train.label_smoothing, slot_weight=train.slot_weight)]
-        if cfg.model.joint:
+        if joint:
             objectives.append(PairBCE(regime=regime, every=train.pair_every))
         prior_weight = train.slot_prior if train.slot_prior_in_loss and regime == SAMPLED else 0.0
-        return cls(
-            regime, sampler, reads_of(objectives), train.pair_every if cfg.model.joint else 1, False, prior_weight
-        )
+        return cls(regime, sampler, reads_of(objectives), train.pair_every if joint else 1, False, prior_weight)
 
     @classmethod
     def sampled(

@@ -44,36 +44,23 @@ class NegativeSampler:
     """Draws negatives and pair labels for a batch of positives; owns the lookup tensors.
 
     What it draws, and the shape of each feature, is its `jobi_tf.sampling.batch_plan.BatchPlan`'s
-    (`from_plan`: a run's sampler and model read the same plan); the keyword form builds a
-    sampled plan from sampler settings, for use outside a run.
+    (a run's sampler and model read the same plan); `from_settings` builds a sampled plan from
+    sampler settings alone, for use outside a run.
 
     Args:
         index: the graph; its training head/tail pools become constant tensors once.
-        cfg: a `BatchPlan`, or sampler settings (batch size, negatives, ``p``, chunks; ``None``
-            settings get the sampled regime's choice, `jobi_tf.config.SamplerConfig.resolved`).
+        plan: what the batches hold (`jobi_tf.sampling.batch_plan.BatchPlan.for_run`).
         seed: run seed; each batch's draws are keyed on ``(seed, step)``.
-        provenance: also return ``biased`` (which negatives came from the slot pools), for
-            inspecting the sampler; training does not read it, so it is left out by default.
-        pair_labels: return the candidates' ``pair_labels`` (JoBi's pair head reads them);
-            False for a model without a pair head, which would only pay for the lookups.
-        pair_every: the pair labels of positives 0, n, 2n, ... only: those a pair head with
-            ``pair_every=n`` trains on (n must divide the batch and each chunk).
     """
 
-    def __init__(
-        self,
-        index: KGIndex,
-        cfg: SamplerConfig | BatchPlan,
-        seed: int = 0,
-        *,
-        provenance: bool = False,
-        pair_labels: bool = True,
-        pair_every: int = 1,
-    ) -> None:
-        if not isinstance(cfg, BatchPlan):
-            cfg = BatchPlan.sampled(cfg, pair_labels=pair_labels, pair_every=pair_every, provenance=provenance)
-        self.plan = cfg
-        self.cfg = cfg.sampler
+    def __init__(self, index: KGIndex, plan: BatchPlan, seed: int = 0) -> None:
+        if not isinstance(plan, BatchPlan):
+            raise TypeError(
+                f"NegativeSampler takes a BatchPlan (sampler settings: NegativeSampler.from_settings). "
+                f"Received: {type(plan).__name__}"
+            )
+        self.plan = plan
+        self.cfg = plan.sampler
         self.seed = int(seed)
         self.num_entities = index.num_entities
         tails, heads = slot_pools(index, self.cfg.biased_draw)
@@ -85,16 +72,33 @@ class NegativeSampler:
         self._head_count = tf.constant(heads.sizes(), tf.int64)
         # How the negatives that are not biased pick their entity (`jobi_tf.sampling.distributions`).
         self.distribution = get_distribution(self.cfg.negative_distribution, index)
-        log_q = self.distribution.log_q() if cfg.logq_correction else None
+        log_q = self.distribution.log_q() if plan.logq_correction else None
         self._log_q = None if log_q is None else tf.constant(log_q)
         # Only a sampler that returns pair labels looks slots up (1.85M entities: 0.6 GiB).
-        self._slots = SlotMembership(index, counts=cfg.slot_prior_in_loss) if cfg.looks_up_slots else None
+        self._slots = SlotMembership(index, counts=plan.slot_prior_in_loss) if plan.looks_up_slots else None
         self._index = index  # for the slot tables of 1-vs-all pair labels, built on first use
         self._slot_tables: tuple[tf.Tensor, tf.Tensor] | None = None
 
     @classmethod
-    def from_plan(cls, index: KGIndex, plan: BatchPlan, seed: int = 0) -> NegativeSampler:
-        """The sampler of a run's plan (`jobi_tf.sampling.batch_plan.BatchPlan.from_config`)."""
+    def from_settings(
+        cls,
+        index: KGIndex,
+        sampler: SamplerConfig,
+        seed: int = 0,
+        *,
+        provenance: bool = False,
+        pair_labels: bool = True,
+        pair_every: int = 1,
+    ) -> NegativeSampler:
+        """A sampled-regime sampler from sampler settings alone (``None`` settings get the
+        sampled regime's choice, `jobi_tf.config.SamplerConfig.resolved`).
+
+        ``provenance``: also return ``biased`` (which negatives came from the slot pools), for
+        inspecting the sampler. ``pair_labels``: return the candidates' ``pair_labels`` (False
+        for a model without a pair head). ``pair_every``: the pair labels of positives 0, n,
+        2n, ... only (n must divide the batch and each chunk).
+        """
+        plan = BatchPlan.sampled(sampler, pair_labels=pair_labels, pair_every=pair_every, provenance=provenance)
         return cls(index, plan, seed)
 
     # -- pieces --------------------------------------------------------------------------

@@ -171,7 +171,7 @@ def triple_batches(
     batch = plan.sampler.batch_size
     steps = steps_per_epoch(index, batch, rows)
     train = tf.constant(index.train, tf.int32)
-    sampler = NegativeSampler.from_plan(index, plan, seed)
+    sampler = NegativeSampler(index, plan, seed)
     visit = _epoch_pool(len(index.train), seed, rows)
 
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
@@ -289,7 +289,7 @@ def query_batches(
     steps = query_steps_per_epoch(queries, batch)
     answers = _answer_rows(queries, batch, index.num_entities)
     triples, is_tail = tf.constant(queries.triples), tf.constant(queries.is_tail)
-    sampler = NegativeSampler.from_plan(index, plan, seed) if F.QUERY_PAIR_LABELS in plan.features() else None
+    sampler = NegativeSampler(index, plan, seed) if F.QUERY_PAIR_LABELS in plan.features() else None
 
     def epoch_batches(epoch: tf.Tensor) -> tf.data.Dataset:
         order = tf.random.experimental.stateless_shuffle(

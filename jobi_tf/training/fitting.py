@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import sys
 
-from jobi_tf.config import RunConfig
+from jobi_tf.config import TrainConfig
 from jobi_tf.training.callbacks import EndAfterOneEpoch, LoopState, StopGuard
 
 __all__ = ["fit_what_is_left", "keras_fit"]
 
 
-def fit_what_is_left(fit, model, guard: StopGuard, state: LoopState, cfg: RunConfig, steps: int, announce: bool):
+def fit_what_is_left(fit, model, guard: StopGuard, state: LoopState, train: TrainConfig, steps: int, announce: bool):
     """The rest of an interrupted epoch (its own ``fit``), then the remaining epochs."""
-    patience = cfg.train.patience
+    patience = train.patience
     if state.step and not state.stopped_early(patience):
         resumed = state.epoch
         if announce:
@@ -23,11 +23,13 @@ def fit_what_is_left(fit, model, guard: StopGuard, state: LoopState, cfg: RunCon
             state.epoch, state.step = resumed + 1, 0  # (a validation may have set it already)
             guard.first = (resumed + 1, 0)
     stopped = model.stop_training or guard.signal is not None or guard.bad_loss is not None
-    if not stopped and state.epoch < cfg.train.epochs and not state.stopped_early(patience):
-        fit(state.epoch, 0, cfg.train.epochs)
+    if not stopped and state.epoch < train.epochs and not state.stopped_early(patience):
+        fit(state.epoch, 0, train.epochs)
 
 
-def keras_fit(model, batches, steps: int, cfg: RunConfig, callbacks: list, verbose, span: tuple[int, int, int]) -> None:
+def keras_fit(
+    model, batches, steps: int, train: TrainConfig, callbacks: list, verbose, span: tuple[int, int, int]
+) -> None:
     """Keras's ``fit`` over epochs ``first..last - 1`` of ``span = (first, first_step, last)``.
 
     Why more than one ``fit``: with ``steps_per_execution`` N > 1 Keras runs a call's N steps
@@ -37,15 +39,15 @@ def keras_fit(model, batches, steps: int, cfg: RunConfig, callbacks: list, verbo
     run's epochs in both cases.
     """
     first, first_step, last = span
-    if cfg.train.steps_per_execution > 1:
+    if train.steps_per_execution > 1:
         fits = [(epoch, first_step if epoch == first else 0, epoch + 1) for epoch in range(first, last)]
     else:
         fits = [span]
     for epoch, step, end in fits:
-        rest_of_epoch = EndAfterOneEpoch() if step or cfg.train.steps_per_execution > 1 else None
+        rest_of_epoch = EndAfterOneEpoch() if step or train.steps_per_execution > 1 else None
         model.fit(
             batches(initial_epoch=epoch, initial_step=step, epochs=end),
-            epochs=cfg.train.epochs if rest_of_epoch else end,
+            epochs=train.epochs if rest_of_epoch else end,
             initial_epoch=epoch,
             steps_per_epoch=steps - step,
             callbacks=callbacks + [rest_of_epoch] if rest_of_epoch else callbacks,

@@ -10,7 +10,7 @@ import logging
 
 import tensorflow as tf
 
-from jobi_tf.config import RunConfig
+from jobi_tf.config import EvalConfig, TrainConfig
 from jobi_tf.runtime.tf_settings import choose_matmul_dtype, cpu_has_native_bfloat16
 
 __all__ = ["resolve_dtypes", "check_matmul_dtype"]
@@ -18,22 +18,25 @@ __all__ = ["resolve_dtypes", "check_matmul_dtype"]
 logger = logging.getLogger(__name__)
 
 
-def resolve_dtypes(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> RunConfig:
-    """``cfg`` with ``--matmul-dtype auto`` and ``--valid-dtype auto`` replaced by their
-    choices (logged in one line each); validation's products run outside XLA."""
+def resolve_dtypes(
+    train: TrainConfig, evaluation: EvalConfig, cpuinfo: str = "/proc/cpuinfo"
+) -> tuple[TrainConfig, EvalConfig]:
+    """The training and evaluation settings with ``--matmul-dtype auto`` and ``--valid-dtype
+    auto`` replaced by their choices (logged in one line each); validation's products run
+    outside XLA."""
     gpus = bool(tf.config.list_physical_devices("GPU"))
-    if cfg.eval.valid_dtype == "auto":
+    if evaluation.valid_dtype == "auto":
         chosen = choose_matmul_dtype("auto", False, gpus, cpuinfo)
         logger.info("--valid-dtype auto: %s", chosen)
-        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, valid_dtype=chosen))
-    if cfg.train.matmul_dtype != "auto":
-        return cfg
-    chosen = choose_matmul_dtype(cfg.train.matmul_dtype, cfg.train.jit_compile, gpus, cpuinfo)
+        evaluation = dataclasses.replace(evaluation, valid_dtype=chosen)
+    if train.matmul_dtype != "auto":
+        return train, evaluation
+    chosen = choose_matmul_dtype(train.matmul_dtype, train.jit_compile, gpus, cpuinfo)
     logger.info("--matmul-dtype auto: %s", chosen)
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, matmul_dtype=chosen))
+    return dataclasses.replace(train, matmul_dtype=chosen), evaluation
 
 
-def check_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> bool:
+def check_matmul_dtype(train: TrainConfig, evaluation: EvalConfig, cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Warn, in one line, when bfloat16 products will run on a CPU without bfloat16 arithmetic.
 
     Why a warning and not a switch to float32: the dtype is part of what the run trains (its
@@ -42,7 +45,7 @@ def check_matmul_dtype(cfg: RunConfig, cpuinfo: str = "/proc/cpuinfo") -> bool:
     """
     asked = [
         flag
-        for flag, dtype in (("--matmul-dtype", cfg.train.matmul_dtype), ("--valid-dtype", cfg.eval.valid_dtype))
+        for flag, dtype in (("--matmul-dtype", train.matmul_dtype), ("--valid-dtype", evaluation.valid_dtype))
         if dtype == "bfloat16"
     ]
     if not asked or tf.config.list_physical_devices("GPU"):

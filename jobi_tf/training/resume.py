@@ -22,7 +22,7 @@ import os
 
 import keras
 
-from jobi_tf.config import RunConfig
+from jobi_tf.config import TrainConfig
 from jobi_tf.config.runs import RunFolder
 from jobi_tf.runtime.errors import DamagedFileError, JobiError
 from jobi_tf.training.callbacks import LoopState
@@ -65,10 +65,10 @@ def restore(folder: RunFolder, model: keras.Model, optimizer) -> LoopState | Non
     return _start_from_best_weights(folder, model, damaged)
 
 
-def why_finished(folder: RunFolder, cfg: RunConfig) -> str | None:
-    """One line saying why the finished run in ``folder`` has nothing more to train under
-    ``cfg`` and what would train it further; None when ``cfg`` asks for more (it goes on from
-    its last checkpoint)."""
+def why_finished(folder: RunFolder, train: TrainConfig) -> str | None:
+    """One line saying why the finished run in ``folder`` has nothing more to train under the
+    training settings ``train`` and what would train it further; None when ``train`` asks for
+    more (it goes on from its last checkpoint)."""
     state, ran = _last_state(folder), folder.read_config().train
     metrics = folder.read_metrics() or {}
     epochs = metrics.get("epochs", ran.epochs)
@@ -76,14 +76,14 @@ def why_finished(folder: RunFolder, cfg: RunConfig) -> str | None:
     if state is None:
         return f"{done} (no readable checkpoint to train it further from)"
     if state.stopped_early(ran.patience):
-        if not state.stopped_early(cfg.train.patience) and state.epoch < cfg.train.epochs:
+        if not state.stopped_early(train.patience) and state.epoch < train.epochs:
             return None
         validations = f"{state.wait} validation{'s' * (state.wait != 1)}"
         return (
             f"{done}: early stopping ended it ({validations} without a better {ran.monitor}); "
             f"a --patience above {state.wait} trains it further"
         )
-    if cfg.train.epochs > ran.epochs and state.epoch < cfg.train.epochs:
+    if train.epochs > ran.epochs and state.epoch < train.epochs:
         return None
     return f"{done}; a --epochs above {ran.epochs} trains it further"
 

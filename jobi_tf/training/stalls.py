@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 import keras
 import numpy as np
 
-from jobi_tf.config import RunConfig
+from jobi_tf.config import TrainConfig
 from jobi_tf.evaluation.ranking import FilteredEvaluator, rank_metrics
 from jobi_tf.models.slot_prior import untrained_loss
 from jobi_tf.runtime import plugins
@@ -115,7 +115,7 @@ class StallCheck:
     """The stall rule (module docstring): which sign a point in training shows, and the warning.
 
     Args:
-        cfg: the run's config (the suggestions name only flags that would change something).
+        train: the run's training settings (the suggestions name only flags that would change something).
         num_entities: ``N``.
         uniform_loss: the triple objective's loss when the tables add nothing: at a uniform
             softmax, or with a slot prior that prior's own loss (None: not defined).
@@ -126,7 +126,7 @@ class StallCheck:
 
     def __init__(
         self,
-        cfg: RunConfig,
+        train: TrainConfig,
         num_entities: int,
         uniform_loss: float | None,
         steps: int,
@@ -134,13 +134,15 @@ class StallCheck:
         valid_queries: int = 1,
         prior: bool = False,
     ) -> None:
-        self.cfg, self.num_entities, self.uniform_loss = cfg, num_entities, uniform_loss
+        self.train, self.num_entities, self.uniform_loss = train, num_entities, uniform_loss
         self.prior = prior  # `uniform_loss` is the slot prior's own loss (`for_model`)
         self.steps, self.state, self.valid_queries = steps, state, valid_queries
         self.chance = chance_mrr(num_entities)
 
     @classmethod
-    def for_model(cls, model, cfg: RunConfig, evaluator: FilteredEvaluator, steps: int, state: LoopState) -> StallCheck:
+    def for_model(
+        cls, model, train: TrainConfig, evaluator: FilteredEvaluator, steps: int, state: LoopState
+    ) -> StallCheck:
         """The check of ``model``'s triple objective (any model without one: MRR only)."""
         index = evaluator.index
         objective = getattr(model, "objective", None)
@@ -148,7 +150,7 @@ class StallCheck:
         prior = uniform is not None and getattr(getattr(model, "prior", None), "in_loss", False)
         if prior:  # the untrained model ranks by the counts: its loss is the prior's, not 2 ln N
             uniform = untrained_loss(model.slot_log_counts.numpy(), index.train, model.slot_prior)
-        return cls(cfg, index.num_entities, uniform, steps, state, valid_queries=2 * len(index.valid), prior=prior)
+        return cls(train, index.num_entities, uniform, steps, state, valid_queries=2 * len(index.valid), prior=prior)
 
     def at_uniform(self, loss: float | None) -> bool:
         return self.uniform_loss is not None and loss is not None and loss >= UNIFORM_SHARE * self.uniform_loss
@@ -214,7 +216,7 @@ class StallCheck:
 
     def _damped_adagrad(self) -> bool:
         """The run's optimizer has accumulators (it takes ``initial_accumulator_value``) started above 0."""
-        train = self.cfg.train
+        train = self.train
         if train.optimizer not in plugins.names("optimizer"):  # ``auto``: Adam, which has none
             return False
         options = getattr(plugins.load("optimizer", train.optimizer), "options", ())
@@ -226,13 +228,13 @@ class StallCheck:
         # entity row starts near 1e-6 (against 1e-5 from 1e-10), while N3's pull on the relation
         # rows is larger; from 0 the thinned FB15k-237's first epoch ended above the count floor.
         if self._damped_adagrad():
-            start = self.cfg.train.initial_accumulator_value
+            start = self.train.initial_accumulator_value
             return f"Adagrad's first steps, damped (its accumulators start at {start:g}), too slow"
         return "a regularizer (N3 on the relation rows above all) too strong"
 
     def _remedies(self) -> str:
         """What to try, naming only the flags that would change something in this run."""
-        train = self.cfg.train
+        train = self.train
         tries = []
         if self._damped_adagrad():
             tries.append("--initial-accumulator-value 0 (undamped first steps)")

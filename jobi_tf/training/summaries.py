@@ -32,7 +32,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from jobi_tf.config import RunConfig
 from jobi_tf.runtime.atomic import disk_errors
 from jobi_tf.runtime.types import RANK_METRICS
 
@@ -132,8 +131,9 @@ class RunSummaries(keras.callbacks.Callback):
                 self._writer.flush()
 
 
-def write_hparams(log_dir: Path, cfg: RunConfig) -> None:
-    """Record the run's hyper-parameters for TensorBoard's HParams dashboard."""
+def write_hparams(log_dir: Path, hparams: dict) -> None:
+    """Record the run's hyper-parameters (`jobi_tf.config.RunConfig.hparams`) for TensorBoard's
+    HParams dashboard."""
     try:
         from tensorboard.plugins.hparams import api as hp
     except ImportError:  # TensorBoard not installed: scalars are still written
@@ -142,7 +142,7 @@ def write_hparams(log_dir: Path, cfg: RunConfig) -> None:
         disk_errors(log_dir, "TensorBoard events", "nothing was trained in this session"),
         tf.summary.create_file_writer(str(log_dir)).as_default(),
     ):
-        hp.hparams(cfg.hparams(), trial_id=Path(log_dir).parent.name)
+        hp.hparams(hparams, trial_id=Path(log_dir).parent.name)
 
 
 def write_test(log_dir: Path, test: dict, best_valid: dict, best_epoch: int) -> None:

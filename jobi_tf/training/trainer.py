@@ -23,7 +23,7 @@ import keras
 import tensorflow as tf
 
 from jobi_tf import regimes
-from jobi_tf.config import RunConfig
+from jobi_tf.config import RunConfig, TrainConfig
 from jobi_tf.config.runs import RunFolder
 from jobi_tf.data.index import KGIndex
 from jobi_tf.data.vocab import Vocab
@@ -73,24 +73,14 @@ class TrainResult:
 
 
 def build_model(index: KGIndex, cfg: RunConfig) -> JoBiModel:
-    return JoBiModel.from_run_config(cfg, index.num_entities, index.num_relations)
+    return JoBiModel.for_run(cfg.model, cfg.train, index.num_entities, index.num_relations)
 
 
-def make_optimizer(cfg: RunConfig, num_entities: int | None = None) -> keras.optimizers.Optimizer:
-    """The run's optimizer; ``--optimizer auto`` needs ``num_entities`` to choose."""
-    name = cfg.train.optimizer if num_entities is None else choose_optimizer(cfg.train.optimizer, num_entities)
-    return _new_optimizer(name, cfg.train.lr, initial_accumulator_value=cfg.train.initial_accumulator_value)
-
-
-def _resolve_optimizer(cfg: RunConfig, num_entities: int, sharded: bool = False) -> RunConfig:
-    """``cfg`` with ``auto`` replaced by the optimizer it picks, so config.json says what ran
-    (always ``lazy-adam`` on parameter servers, where dense Adam would move whole tables)."""
-    chosen = (
-        "lazy-adam"
-        if sharded and cfg.train.optimizer == "auto"
-        else choose_optimizer(cfg.train.optimizer, num_entities)
-    )
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, optimizer=chosen))
+def make_optimizer(train: TrainConfig, num_entities: int | None = None) -> keras.optimizers.Optimizer:
+    """The run's optimizer, from its training settings; ``--optimizer auto`` needs
+    ``num_entities`` to choose."""
+    name = train.optimizer if num_entities is None else choose_optimizer(train.optimizer, num_entities)
+    return _new_optimizer(name, train.lr, initial_accumulator_value=train.initial_accumulator_value)
 
 
 def load_data(cfg: RunConfig) -> tuple[Vocab, Vocab, KGIndex]:
@@ -133,12 +123,15 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     sharded = ps_training.is_parameter_server(strategy)
     checks.check(cfg)  # the settings as given
     # The settings left to the run (None, "auto") are chosen now, so config.json says what ran.
-    cfg = resolve_dtypes(regimes.resolve(cfg, num_replicas(strategy)))
+    cfg = regimes.resolve(cfg, num_replicas(strategy))
+    train, evaluation = resolve_dtypes(cfg.train, cfg.eval)
+    cfg = dataclasses.replace(cfg, train=train, eval=evaluation)
     checks.check_run(cfg, num_replicas(strategy), sharded)  # the chosen values, where they train
-    check_matmul_dtype(cfg)  # at startup, before the data load
+    check_matmul_dtype(cfg.train, cfg.eval)  # at startup, before the data load
     chief = is_chief(strategy)
     entities, relations, index = data if data is not None else load_data(cfg)  # validate before writing
-    cfg = _resolve_optimizer(cfg, index.num_entities, sharded)
+    chosen = choose_optimizer(cfg.train.optimizer, index.num_entities, sharded)  # config.json says what ran
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, optimizer=chosen))
     plugins.check("optimizer", cfg)  # what auto chose takes the optimizer settings given, or says so
     if not sharded:  # sharded tables live on the parameter servers, not here
         checks.check_memory(cfg, index.num_entities, index.num_relations)
@@ -149,7 +142,7 @@ def _prepare_and_train(cfg, run_dir, verbose, strategy, data) -> TrainResult:
     with RunLock(run_dir) if chief else contextlib.nullcontext():
         if folder.finished:  # config.json is rewritten only when there is training to describe
             folder.check_same_run(cfg, entities, relations)
-            skipped = why_finished(folder, cfg)
+            skipped = why_finished(folder, cfg.train)
             if skipped is not None:
                 logger.warning("%s", skipped)
                 return TrainResult(run_dir, folder.read_metrics())
@@ -167,14 +160,14 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
     """
     folder = RunFolder(run_dir)
     rows = EpochRows.with_replay(growth.new_triples, growth.old_triples, cfg.train.replay) if growth else None
-    regime, plan = regimes.regime_of(cfg.train.loss), BatchPlan.from_config(cfg)
+    regime, plan = regimes.regime_of(cfg.train.loss), BatchPlan.for_run(cfg.sampler, cfg.train, joint=cfg.model.joint)
     steps = regime.steps(index, plan, rows)
     keras.utils.set_random_seed(cfg.seed)
-    model, optimizer, trainer, state = _build_or_restore(cfg, run_dir, index, strategy, growth)
+    model, optimizer, trainer, state = _build_or_restore(cfg, plan, run_dir, index, strategy, growth)
     plan.check_model(model)  # the batches and the model agree before the first step
     evaluator = FilteredEvaluator(index, cfg.eval, relation_labels=relations.labels)
     if chief:
-        summaries.write_hparams(folder.tensorboard, cfg)
+        summaries.write_hparams(folder.tensorboard, cfg.hparams())
     if verbose is None:
         verbose = 1 if sys.stderr.isatty() else 2
     verbose = verbose if chief else 0
@@ -188,10 +181,10 @@ def _train(cfg, run_dir, index, relations, strategy, chief, verbose, growth=None
         def batches(**where) -> tf.data.Dataset:
             return regime.dataset(index, plan, rows=rows, seed=cfg.seed, **where)
 
-        keras_fit(model, batches, steps, cfg, callbacks, verbose, (first_epoch, first_step, last_epoch))
+        keras_fit(model, batches, steps, cfg.train, callbacks, verbose, (first_epoch, first_step, last_epoch))
 
     with stop_on_signals(guard):
-        fit_what_is_left(fit, model, guard, state, cfg, steps, announce=bool(verbose))
+        fit_what_is_left(fit, model, guard, state, cfg.train, steps, announce=bool(verbose))
     state.train_seconds = validation.elapsed()
     _raise_if_stopped(run_dir, model, state, guard, chief)
     if cfg.distribute.strategy == "multi-worker":
@@ -211,11 +204,11 @@ def _callbacks(
     `jobi_tf.training.stalls.FirstCheck` and `PeriodicCheckpoint`, and the chief's TensorBoard summaries;
     with the guard and the validation callback, which the loop reads again."""
     guard = StopGuard(steps, first=(state.epoch, state.step))
-    stall = stalls.StallCheck.for_model(model, cfg, evaluator, steps, state)
+    stall = stalls.StallCheck.for_model(model, cfg.train, evaluator, steps, state)
     train = cfg.train
     tensorboard = summaries.RunSummaries(RunFolder(run_dir).tensorboard, state) if chief else None
     validation = EvaluationCallback(
-        validation_evaluator(cfg, evaluator),
+        validation_evaluator(cfg.eval, evaluator),
         run_dir,
         train.eval_every,
         train.patience,
@@ -238,18 +231,22 @@ def _callbacks(
     return callbacks, guard, validation
 
 
-def _build_or_restore(cfg, run_dir, index, strategy, growth):
+def _build_or_restore(cfg, plan, run_dir, index, strategy, growth):
     """The model and optimizer (a `ps_training.ShardedTrainer` too, on parameter servers),
     restored from the run's checkpoint or warm-started, and the loop state to go on from."""
     folder = RunFolder(run_dir)
     trainer = None
     if ps_training.is_parameter_server(strategy):  # tables and slots row-sharded over the servers
-        model, optimizer = ps_training.build(index, cfg, strategy)
-        trainer = ps_training.ShardedTrainer(model, optimizer, strategy, index, cfg)
+        model, optimizer = ps_training.build(
+            index, cfg.model, cfg.train, strategy, ps_shards=cfg.distribute.ps_shards, seed=cfg.seed
+        )
+        trainer = ps_training.ShardedTrainer(
+            model, optimizer, strategy, index, plan, seed=cfg.seed, checkpoint_steps=cfg.train.checkpoint_steps
+        )
     with strategy.scope():  # variables (tables, optimizer slots, metrics) mirrored per replica
         if trainer is None:
             model = build_model(index, cfg)
-            optimizer = make_optimizer(cfg)
+            optimizer = make_optimizer(cfg.train)
             model.compile(
                 optimizer=optimizer,
                 jit_compile=_jit_compile(cfg, strategy),

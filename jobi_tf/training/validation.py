@@ -17,7 +17,7 @@ from typing import Any
 
 import keras
 
-from jobi_tf.config import RunConfig
+from jobi_tf.config import EvalConfig
 from jobi_tf.config.runs import RunFolder
 from jobi_tf.evaluation.ranking import FilteredEvaluator
 from jobi_tf.runtime.types import RANK_METRICS
@@ -168,9 +168,9 @@ class EvaluationCallback(keras.callbacks.Callback):
         return metrics
 
 
-def validation_evaluator(cfg: RunConfig, evaluator: FilteredEvaluator) -> FilteredEvaluator:
+def validation_evaluator(settings: EvalConfig, evaluator: FilteredEvaluator) -> FilteredEvaluator:
     """The evaluator validation ranks with: ``evaluator`` itself, or with ``--valid-dtype``
     bfloat16 one of its own (the test set is ranked by ``evaluator``, in float32)."""
-    if cfg.eval.valid_dtype == "float32":
+    if settings.valid_dtype == "float32":
         return evaluator
-    return FilteredEvaluator(evaluator.index, cfg.eval, evaluator.relation_labels, dtype=cfg.eval.valid_dtype)
+    return FilteredEvaluator(evaluator.index, settings, evaluator.relation_labels, dtype=settings.valid_dtype)

@@ -373,7 +373,10 @@ def test_a_batch_with_shared_biased_negatives_trains_the_numpy_loss_and_the_per_
     b, c, c_b, k = 32, 16, 4, 10
     cfg = SamplerConfig(batch_size=b, neg=k, p=0.3, shared_negatives=c, biased_chunk=c_b, corrupt_side=side)
     triples = index.train[np.random.default_rng(5).choice(len(index.train), b, replace=False)]
-    x = {n: v.numpy() for n, v in NegativeSampler(index, cfg, seed=1)(tf.constant(triples), tf.constant(2)).items()}
+    x = {
+        n: v.numpy()
+        for n, v in NegativeSampler.from_settings(index, cfg, seed=1)(tf.constant(triples), tf.constant(2)).items()
+    }
     model = JoBiModel(index.num_entities, index.num_relations, model="distmult", dim=6, joint=True, alpha=0.5)
     own = {
         "triples": x["triples"],
