@@ -42,7 +42,7 @@ Steps, jobi-tf systems (``baseline``: ``--no-joint --p 0``; ``jobi``: ``--joint 
 
 Steps, ``pbg`` (``--flags`` are `bench/pbg_vs_jobi.py`'s: ``--dim`` in jobi-tf terms, PBG's
 D = 2 x dim, ``--batch-size``, ``--uniform-negs``, ``--batch-negs``, ``--lr``, ``--workers``, ...):
-1. ``bench/peer_pbg_epochs.py`` in ``--peer-python`` trains PBG in ``OUT/pbg`` up to a number
+1. ``bench/peer_pbg.py --mode epochs`` in ``--peer-python`` trains PBG in ``OUT/pbg`` up to a number
    of epochs (PBG resumes from its own checkpoint), keeps each epoch's seconds and exports
    every ``--eval-every``-th epoch's embeddings; calls are sized to reach the next budget.
 2. Each exported epoch, in order, is loaded into a reciprocal-ComplEx ``JoBiModel``
@@ -579,9 +579,10 @@ def pbg_flags(flags: str) -> argparse.Namespace:
 
 
 def driver_command(args, p, folder: Path, work: Path, epochs: int) -> list[str]:
-    command = [args.peer_python, str(Path(__file__).parent / "peer_pbg_epochs.py"), "--data-dir", str(folder),
-               "--out", str(work), "--epochs", str(epochs), "--loss", p.loss, "--comparator", "dot",
-               "--export-every", str(args.eval_every), *pbg_vs_jobi.peer_flags(p, args.seed)]  # fmt: skip
+    command = [args.peer_python, str(Path(__file__).parent / "peer_pbg.py"), "--mode", "epochs",
+               "--data-dir", str(folder), "--out", str(work), "--epochs", str(epochs), "--loss", p.loss,
+               "--comparator", "dot", "--export-every", str(args.eval_every),
+               *pbg_vs_jobi.peer_flags(p, args.seed)]  # fmt: skip
     if p.init_scale is not None:
         command += ["--init-scale", str(p.init_scale)]
     if p.keep_versions:
@@ -591,7 +592,7 @@ def driver_command(args, p, folder: Path, work: Path, epochs: int) -> list[str]:
 
 class PbgRun:
     """PBG's side of the harness: its epochs' seconds, its validated exports and its points, kept
-    in ``progress["pbg"]`` (``OUT/pbg`` is PBG's own folder, driven by `peer_pbg_epochs.py`)."""
+    in ``progress["pbg"]`` (``OUT/pbg`` is PBG's own folder, driven by `peer_pbg.py --mode epochs`)."""
 
     def __init__(self, args, out: Path, progress: dict, p, graph) -> None:
         self.args, self.progress, self.p, self.work = args, progress, p, out / "pbg"

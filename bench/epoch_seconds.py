@@ -8,7 +8,7 @@ flags after ``--`` go to both runs; ``--jobi`` and ``--baseline`` hold what diff
 renames the two sides when both are JoBi, e.g. two pool sizes; the keys stay in that order).
 
 With ``--pbg-python`` each round also trains PyTorch-BigGraph for one epoch on the same graph
-(``bench/peer_pbg_epochs.py`` in PBG's own virtualenv, ``--pbg-flags``: by default the work per
+(``bench/peer_pbg.py --mode epochs`` in PBG's own virtualenv, ``--pbg-flags``: by default the work per
 positive of the step-cost comparisons, 50 uniform negatives per side, dim 200 floats a row, one
 Hogwild worker), so the three epochs share a sitting; PBG's seconds are its own ``Processed N
 edges in X s``. ``--pbg-import-from`` names a folder whose ``pbg_data`` holds PBG's import of the
@@ -50,7 +50,7 @@ def main() -> None:
         "--labels", nargs=2, default=("baseline", "jobi"), metavar=("FIRST", "SECOND"), help="the two sides' names"
     )
     parser.add_argument("--pbg-python", help="PBG's virtualenv python: add a PyTorch-BigGraph epoch to each round")
-    parser.add_argument("--pbg-flags", default=PBG, help=f"bench/peer_pbg_epochs.py's flags (default: {PBG})")
+    parser.add_argument("--pbg-flags", default=PBG, help=f"bench/peer_pbg.py's flags (default: {PBG})")
     parser.add_argument("--pbg-import-from", help="a folder whose pbg_data holds PBG's import of the same graph")
     parser.add_argument("common", nargs=argparse.REMAINDER, help="-- then the flags both runs take")
     args = parser.parse_args()
@@ -109,14 +109,15 @@ def pbg_epoch(args, common: list[str], out: Path) -> tuple[float, str, dict]:
     out.mkdir(parents=True)
     if args.pbg_import_from:  # PBG's import of the same graph, hard-linked (never timed)
         subprocess.run(["cp", "-al", str(Path(args.pbg_import_from) / "pbg_data"), str(out / "pbg_data")], check=True)
-    script = Path(__file__).with_name("peer_pbg_epochs.py")
-    own = ["--data-dir", data_dir, *shlex.split(args.pbg_flags), "--epochs", "1", "--export-every", "1000000"]
+    script = Path(__file__).with_name("peer_pbg.py")
+    own = ["--mode", "epochs", "--data-dir", data_dir, *shlex.split(args.pbg_flags)]
+    own += ["--epochs", "1", "--export-every", "1000000"]
     command = [args.pbg_python, str(script), *own, "--out", str(out)]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     record = json.loads(done.stdout.strip().splitlines()[-1])
     shutil.rmtree(out)
     resolved = {k: record[k] for k in ("pbg_config", "overrides_of_pbg_defaults", "versions", "warm_workers")}
-    command = " ".join(["python", "bench/peer_pbg_epochs.py", *own, "--out", "OUT"])
+    command = " ".join(["python", "bench/peer_pbg.py", *own, "--out", "OUT"])
     return round(record["epoch_seconds"][0], 1), command, resolved
 
 
