@@ -63,7 +63,7 @@ kill is settled from what it left. Budgets may be added later if they lie beyond
 already done. One JSON line on stdout at the end (also the top of ``OUT/accuracy_per_hour.json``,
 written atomically after every step): system, settings (jobi-tf's ``config.json`` / PBG's
 resolved config), points, the validation curve, machine, versions, command. Plot several with
-`bench/plot_accuracy_per_hour.py`.
+`bench/plot.py accuracy-per-hour`.
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/accuracy_per_hour.py --system jobi \\
           --dataset fb15k-237 --budgets 5 15 45 120 --out runs/aph-fb15k-237-jobi \\
