@@ -1,7 +1,7 @@
 """One whole epoch of the baseline and of JoBi through ``jobi-tf train``, in one sitting, and their ratio.
 
 Why through the command: an epoch is what a user waits for, pipeline, step and all; the
-compiled step alone (bench/step_parts.py) leaves the input pipeline's share out. Each round
+compiled step alone leaves the input pipeline's share out. Each round
 trains the baseline, then JoBi, for one epoch (``--epochs 1``) into fresh folders, and reads
 ``epoch_seconds`` from each run's history (validation and test time are not in it). The
 flags after ``--`` go to both runs; ``--jobi`` and ``--baseline`` hold what differs (``--labels``
