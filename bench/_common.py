@@ -74,6 +74,13 @@ def emit(record: dict) -> None:
         sys.exit(1)
 
 
+def percentiles(ms: list[float]) -> dict:
+    """p50 and p99 of a list of milliseconds, as the serving figures quote them."""
+    import numpy as np
+
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p99_ms": round(float(np.percentile(ms, 99)), 2)}
+
+
 def ratio_entry(per_round: list[float]) -> dict:
     """How a raw file stores a ratio taken within each round: the rounds' ratios and their median."""
     return {"per_round": [round(x, 3) for x in per_round], "median": round(statistics.median(per_round), 3)}

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import emit, provenance, versions  # noqa: E402, I001
+from _common import emit, provenance, ratio_entry, versions  # noqa: E402, I001
 
 JOBI = "--joint --p 0.3 --biased-chunk 10 --pair-every 10"
 BASELINE = "--no-joint --p 0"
@@ -77,10 +77,7 @@ def main() -> None:
             "epoch_seconds": {name: round(statistics.median(values), 2) for name, values in seconds.items()},
             "rounds": seconds,
             "ratio": f"{second} / {first}",
-            "jobi_over_baseline": {
-                "per_round": [round(r, 3) for r in ratios],
-                "median": round(statistics.median(ratios), 3),
-            },
+            "jobi_over_baseline": ratio_entry(ratios),
             **({"pbg_over_baseline": {"per_round": [round(r, 3) for r in pbg_ratios]}} if pbg_ratios else {}),
             "runs": commands,
             **({"pbg_resolved": pbg_resolved} if pbg_resolved else {}),

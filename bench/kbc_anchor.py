@@ -5,11 +5,9 @@ The 1-vs-all table of docs/performance.md needs an anchor a reader knows: kbc
 ``--preset kbc-fast`` follows. Both sides train one full FB15k-237 epoch per measurement:
 * kbc: `peer_kbc.py` in ``--peer-python`` (its code unchanged, on the CPU), batches of
   ``2 x --batch-size`` rows (kbc counts a triple and its reciprocal as two rows);
-* jobi-tf: the real pipeline (tf.data → `JoBiModel` → Keras ``fit``, `ours_epoch`):
-  ComplEx, ``--loss full-softmax``, reciprocal, N3 0.05,
-  Adagrad 0.1, batch ``--batch-size`` triples, no XLA (as ``kbc-fast``), in float32 and in
-  bfloat16 products (``--matmul-dtype bfloat16``); 3 warm-up steps, then exactly one epoch
-  of steps, timed from the end of the last warm-up step.
+* jobi-tf: the real pipeline (tf.data → `JoBiModel` → Keras ``fit``, `ours_epoch`): ComplEx,
+  ``--loss full-softmax``, reciprocal, N3 0.05, Adagrad 0.1, batch ``--batch-size`` triples, no
+  XLA (as ``kbc-fast``), float32 and bfloat16 products; one epoch after 3 warm-up steps.
 Same threads on both sides (``--threads``; pin the process with ``taskset`` for one core).
 The order of the sides rotates each round; ratios are kbc's epoch seconds / ours per round,
 and their median (`rederive_ratios.py` recomputes them from the stored seconds).
