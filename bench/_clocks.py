@@ -8,20 +8,6 @@ import _common  # noqa: F401  (imports jobi_tf, which sets the allocator default
 import keras
 
 
-class EpochClock(keras.callbacks.Callback):
-    """Wall time of each epoch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seconds: list[float] = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(time.perf_counter() - self._start)
-
-
 class BatchClock(keras.callbacks.Callback):
     """The clock after every batch (for `_steady.window_rates`)."""
 

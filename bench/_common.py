@@ -74,6 +74,13 @@ def emit(record: dict) -> None:
         sys.exit(1)
 
 
+def percentiles(ms: list[float]) -> dict:
+    """p50 and p99 of a list of milliseconds, as the serving figures quote them."""
+    import numpy as np
+
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p99_ms": round(float(np.percentile(ms, 99)), 2)}
+
+
 def ratio_entry(per_round: list[float]) -> dict:
     """How a raw file stores a ratio taken within each round: the rounds' ratios and their median."""
     return {"per_round": [round(x, 3) for x in per_round], "median": round(statistics.median(per_round), 3)}
@@ -173,64 +180,3 @@ def numpy_blas() -> dict:
                 found["threads"] = getattr(lib, f"scipy_openblas_get_num_threads{suffix}")()
                 break
     return found
-
-
-def compiled_train_step(model):
-    """Keras's train step without ``fit``: forward, loss, gradients and the optimizer's update,
-    compiled with XLA as training compiles it (the step the profiling scripts time)."""
-    import tensorflow as tf
-
-    @tf.function(jit_compile=True)
-    def step(x):
-        with tf.GradientTape() as tape:
-            loss = model.compute_loss(x=x, y_pred=model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
-
-    return step
-
-
-def step_passes(step, batches: list, passes: int, warmup: int = 2) -> list[float]:
-    """Seconds per step of each of ``passes`` timed passes over ``batches`` with a compiled
-    ``step``, after ``warmup`` untimed passes (tracing, XLA compilation, caches)."""
-    import time
-
-    for _ in range(warmup):
-        for batch in batches:
-            loss = step(batch)
-    seconds = []
-    for _ in range(passes):
-        start = time.perf_counter()
-        for batch in batches:
-            loss = step(batch)
-        float(loss)  # wait for the last step
-        seconds.append((time.perf_counter() - start) / len(batches))
-    return seconds
-
-
-def shared_batch_sampler(**settings):
-    """The step-cost scripts' sampler: 1000 positives x 100 negatives, the uniform ones shared
-    by the batch, one corrupted side per positive; ``settings`` add the variant's (``p``,
-    ``biased_chunk``, ...)."""
-    from jobi_tf.config import SamplerConfig
-
-    return SamplerConfig(batch_size=1000, neg=100, shared_negatives=1000, corrupt_side="per-positive", **settings)
-
-
-def timed_model_steps(index, batches: list, *, joint: bool, pair_every: int, args) -> list[float]:
-    """Seconds per step of each timed pass (`step_passes`) of a fresh ComplEx `JoBiModel`'s
-    compiled train step (`compiled_train_step`) on ``batches``; ``args`` gives ``dim``,
-    ``optimizer``, ``lr`` and ``passes``. The model is freed after."""
-    import keras
-
-    from jobi_tf.models import JoBiModel
-    from jobi_tf.optimizers import make_optimizer
-
-    keras.utils.set_random_seed(0)
-    model = JoBiModel(index.num_entities, index.num_relations, dim=args.dim, joint=joint, pair_every=pair_every)
-    model.compile(optimizer=make_optimizer(args.optimizer, args.lr), jit_compile=True)
-    seconds = step_passes(compiled_train_step(model), batches, args.passes)
-    del model
-    keras.backend.clear_session()
-    return seconds

@@ -2,68 +2,37 @@
 budgets, for one training system on one graph (jobi-tf sampled baseline, sampled JoBi,
 1-vs-all, or PyTorch-BigGraph), resumable over hours.
 
-The rule, the same for every system. Training time is the system's own training seconds,
-summed over its epochs; validation, evaluation, checkpoint writing, process start-up and data
-loading are excluded (jobi-tf: each epoch's ``epoch_seconds``, what ``Throughput`` logs and
-TensorBoard shows as ``speed/epoch_seconds``, which includes tracing and compiling the step in
-the first epoch of a call; PBG: its ``Processed N edges in X s``, its workers started before
-the clock, as in ``peer_pbg.py``). Validation runs at epoch ends
-(every ``--eval-every`` epochs). At budget T the point is the first validation whose
-cumulative training seconds reach T (an epoch end, so a point lies up to one validation
-interval past T: ``train_seconds`` and ``over_budget_s`` say by how much); the model held
-there is the best on validation (``--monitor``, earliest on ties, as jobi-tf's early
-stopping) among the validations done so far, and its filtered test metrics are the point.
+The rule, the same for every system (`RULE`; docs/accuracy-per-hour.md). Training time is the
+system's own training seconds summed over its epochs (`TIME_NOTE`: jobi-tf's ``epoch_seconds``,
+first-epoch tracing and compiling included; PBG's ``Processed N edges in X s``, its workers
+started before the clock). At budget T the point is the first validation (every
+``--eval-every`` epochs) whose cumulative seconds reach T; the model held there is the best on
+validation (``--monitor``, earliest on ties) so far, and its filtered test metrics are the
+point (``over_budget_s``: how far past T). ``--stop-after N`` stops a run converged at the N-th
+validation in a row without a better one; every later budget gets that point.
 
-Steps, jobi-tf systems (``baseline``: ``--no-joint --p 0``; ``jobi``: ``--joint --p 0.3``;
-``one-vs-all``: ``--preset kbc-fast``; then ``--flags``, then the harness's own
-``--eval-every K --patience 10^9 --monitor M --seed S``):
-1. The run lives in ``OUT/run`` (an ordinary jobi-tf run folder) and is trained with
-   ``jobi_tf.training.trainer.train`` (what ``jobi-tf train`` runs) in continuations: each call raises
-   ``epochs`` (as ``jobi-tf grid``'s successive halving does: ``metrics.json`` removed, the same
-   run resumed from its checkpoint). A continuation is sized from the epoch times so far to end
-   just short of the next budget (minus a new call's start-up cost); then one validation
-   interval at a time until the budget is crossed. When a call ends past the budget, the run's
-   ``metrics.json`` holds the test metrics of the best weights so far, i.e. the point.
-2. Every call is a session in ``OUT/accuracy_per_hour.json`` (start position, TensorBoard
-   files already there). Its epochs' seconds are read from the event file it wrote (epoch
-   seconds and positives per second, hence steps), keeping only the epochs that survived in
-   the checkpoint (a kill -9 loses the epochs after the last validation; they are trained
-   again and counted once); an epoch split by SIGTERM counts both parts. Steps no event timed
-   (a kill after a ``--checkpoint-steps`` checkpoint) are charged at the steady per-step rate
-   and the point names their epochs in ``estimated_seconds_epochs``.
-3. If the call that crossed budget T ran past the first validation at or after T and its best
-   weights changed after it, that validation's weights are gone: the point is then taken at
-   the call's end (``exact: false``, ``intended`` gives the first-crossing epoch and its best
-   validation). Sizing keeps this rare.
-4. Each new call traces (and with XLA compiles) the train step again, inside its first epoch's
-   seconds, as in any resumed jobi-tf run; a continuous run pays this once. The points count
-   it (it is jobi-tf's own measure) and report ``sessions`` and ``restart_overhead_s_est``
-   (the first epochs' excess over the steady epoch time, summed over the calls after the first).
+jobi-tf (``baseline``: ``--no-joint --p 0``; ``jobi``: ``--joint --p 0.3``; ``one-vs-all``:
+``--preset kbc-fast``; then ``--flags``): ``OUT/run`` is an ordinary run folder trained by
+``jobi_tf.training.trainer.train`` in continuations that raise ``epochs`` (as ``jobi-tf grid``'s
+halving does), each sized by the epoch times so far to stop just short of the next budget, then
+one validation interval at a time; the run's ``metrics.json`` then holds the point. Each call is
+a session in ``OUT/accuracy_per_hour.json``; its epochs' seconds are read from the TensorBoard
+events it wrote, counting only epochs that survived in the checkpoint (a kill loses at most the
+epochs since the last one; steps no event timed are charged at the steady rate and named in
+``estimated_seconds_epochs``). A call that crossed T and then changed its best weights has lost
+T's model: that point is taken at the call's end (``exact: false``, ``intended``). Each call
+re-traces the step inside its first epoch (``sessions``, ``restart_overhead_s_est``).
 
-Steps, ``pbg`` (``--flags`` are `bench/pbg_vs_jobi.py`'s: ``--dim`` in jobi-tf terms, PBG's
-D = 2 x dim, ``--batch-size``, ``--uniform-negs``, ``--batch-negs``, ``--lr``, ``--workers``, ...):
-1. ``bench/peer_pbg_epochs.py`` in ``--peer-python`` trains PBG in ``OUT/pbg`` up to a number
-   of epochs (PBG resumes from its own checkpoint), keeps each epoch's seconds and exports
-   every ``--eval-every``-th epoch's embeddings; calls are sized to reach the next budget.
-2. Each exported epoch, in order, is loaded into a reciprocal-ComplEx ``JoBiModel``
-   (`pbg_vs_jobi.pbg_model`; the mapping is checked once against PBG's own scores,
-   ``mapping_check``) and validated with `jobi_tf.evaluation.ranking.FilteredEvaluator`; the best
-   export is kept, the others deleted; when an epoch's cumulative seconds reach a budget, the
-   best export is ranked on test: the point (always ``exact``: every epoch is exported).
+``pbg`` (``--flags`` are `bench/pbg_vs_jobi.py`'s, ``--dim`` in jobi-tf terms):
+``bench/peer_pbg.py --mode epochs`` in ``--peer-python`` trains PBG in ``OUT/pbg``, exporting
+every ``--eval-every``-th epoch; each export, in order, is read into a reciprocal-ComplEx
+``JoBiModel`` (`pbg_vs_jobi.pbg_model`, ``mapping_check`` once) and validated; the best is kept,
+and ranked on test when a budget is reached (always ``exact``).
 
-Converged runs (``--stop-after N``, the same rule for every system): training stops at the
-validation that is the N-th in a row without a better ``--monitor`` (jobi-tf's ``--patience N``;
-PBG's exports validated the same way). Every budget not reached by then gets the point of that
-stop (``stop: "converged"``, ``train_seconds`` below the budget): more time would not have
-changed the model held. Without it, every system trains to the largest budget.
-
-Resuming: rerun the same command (one process per ``OUT``: ``OUT/.lock``). Finished budgets
-are kept, the run folder / PBG folder continues from its checkpoint, and a session cut by a
-kill is settled from what it left. Budgets may be added later if they lie beyond the training
-already done. One JSON line on stdout at the end (also the top of ``OUT/accuracy_per_hour.json``,
-written atomically after every step): system, settings (jobi-tf's ``config.json`` / PBG's
-resolved config), points, the validation curve, machine, versions, command. Plot several with
-`bench/plot_accuracy_per_hour.py`.
+Resuming: rerun the same command (``OUT/.lock``: one process per folder); finished budgets are
+kept, new ones may be added beyond the training done. One JSON line at the end (also the top of
+``OUT/accuracy_per_hour.json``, written atomically after every step). Plot several with
+`bench/plot.py accuracy-per-hour`.
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/accuracy_per_hour.py --system jobi \\
           --dataset fb15k-237 --budgets 5 15 45 120 --out runs/aph-fb15k-237-jobi \\
@@ -579,9 +548,10 @@ def pbg_flags(flags: str) -> argparse.Namespace:
 
 
 def driver_command(args, p, folder: Path, work: Path, epochs: int) -> list[str]:
-    command = [args.peer_python, str(Path(__file__).parent / "peer_pbg_epochs.py"), "--data-dir", str(folder),
-               "--out", str(work), "--epochs", str(epochs), "--loss", p.loss, "--comparator", "dot",
-               "--export-every", str(args.eval_every), *pbg_vs_jobi.peer_flags(p, args.seed)]  # fmt: skip
+    command = [args.peer_python, str(Path(__file__).parent / "peer_pbg.py"), "--mode", "epochs",
+               "--data-dir", str(folder), "--out", str(work), "--epochs", str(epochs), "--loss", p.loss,
+               "--comparator", "dot", "--export-every", str(args.eval_every),
+               *pbg_vs_jobi.peer_flags(p, args.seed)]  # fmt: skip
     if p.init_scale is not None:
         command += ["--init-scale", str(p.init_scale)]
     if p.keep_versions:
@@ -591,7 +561,7 @@ def driver_command(args, p, folder: Path, work: Path, epochs: int) -> list[str]:
 
 class PbgRun:
     """PBG's side of the harness: its epochs' seconds, its validated exports and its points, kept
-    in ``progress["pbg"]`` (``OUT/pbg`` is PBG's own folder, driven by `peer_pbg_epochs.py`)."""
+    in ``progress["pbg"]`` (``OUT/pbg`` is PBG's own folder, driven by `peer_pbg.py --mode epochs`)."""
 
     def __init__(self, args, out: Path, progress: dict, p, graph) -> None:
         self.args, self.progress, self.p, self.work = args, progress, p, out / "pbg"

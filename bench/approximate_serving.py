@@ -6,11 +6,10 @@ export made with ``--cells`` (and ``--filter-known``):
 * **recall@k** at each ``--probes`` and ``--slacks``: the share of the exact signature's top k
   (``predict_tail``/``predict_head``: every entity, the slot counts included when the model ranks
   with them) that the approximate one returns. Tune probe and slack on ``--split valid``.
-* **MRR through the export** (``--mrr``): each query's answer ranked in the signature's top
-  ``--mrr-k`` list after the split's other known answers are removed (the export already leaves
-  out training facts), so fully filtered as evaluation is; an answer beyond the list counts 0
-  (at most ``1/mrr-k`` less than its true reciprocal rank). Exact and approximate alike, so the
-  two compare, and the exact one checks the export against the run's evaluated test MRR.
+* **MRR through the export** (``--mrr``): each answer ranked in the signature's top ``--mrr-k``
+  list, the split's other known answers removed (the export leaves out training facts): fully
+  filtered, 0 beyond the list. Exact and approximate alike; the exact one checks the export
+  against the run's evaluated test MRR.
 * **latency** of single queries (p50, p99) at the first probe and slack, and **queries per
   second** with ``--clients`` threads asking single queries at once (TensorFlow releases the
   interpreter lock inside its ops).
@@ -30,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import emit, peak_rss_gib, provenance, versions  # noqa: E402, I001  (first: TensorFlow's allocator)
+from _common import emit, peak_rss_gib, percentiles, provenance, versions  # noqa: E402, I001  (first: TensorFlow's allocator)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -124,7 +123,7 @@ class Asker:
                     started = time.perf_counter()
                     self._call(side, [self.triples[i]], 10, probe)
                     timed.append(1000 * (time.perf_counter() - started))
-        return {**_percentiles(times), **{f"first_pass_{key}": value for key, value in _percentiles(first).items()}}
+        return {**percentiles(times), **{f"first_pass_{key}": value for key, value in percentiles(first).items()}}
 
     def throughput(self, probe: int, clients: int, count: int) -> dict:
         """Single top-10 queries per second with ``clients`` threads asking at once."""
@@ -140,10 +139,6 @@ class Asker:
             list(pool.map(ask, work))
             seconds = time.perf_counter() - started
         return {"queries": len(work), "seconds": round(seconds, 2), "queries_per_second": round(len(work) / seconds, 1)}
-
-
-def _percentiles(times: list[float]) -> dict:
-    return {"p50_ms": round(float(np.percentile(times, 50)), 2), "p99_ms": round(float(np.percentile(times, 99)), 2)}
 
 
 def _triples(path: Path, count: int) -> list[tuple[str, str, str]]:

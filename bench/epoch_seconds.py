@@ -1,14 +1,14 @@
 """One whole epoch of the baseline and of JoBi through ``jobi-tf train``, in one sitting, and their ratio.
 
 Why through the command: an epoch is what a user waits for, pipeline, step and all; the
-compiled step alone (bench/step_parts.py) leaves the input pipeline's share out. Each round
+compiled step alone leaves the input pipeline's share out. Each round
 trains the baseline, then JoBi, for one epoch (``--epochs 1``) into fresh folders, and reads
 ``epoch_seconds`` from each run's history (validation and test time are not in it). The
 flags after ``--`` go to both runs; ``--jobi`` and ``--baseline`` hold what differs (``--labels``
 renames the two sides when both are JoBi, e.g. two pool sizes; the keys stay in that order).
 
 With ``--pbg-python`` each round also trains PyTorch-BigGraph for one epoch on the same graph
-(``bench/peer_pbg_epochs.py`` in PBG's own virtualenv, ``--pbg-flags``: by default the work per
+(``bench/peer_pbg.py --mode epochs`` in PBG's own virtualenv, ``--pbg-flags``: by default the work per
 positive of the step-cost comparisons, 50 uniform negatives per side, dim 200 floats a row, one
 Hogwild worker), so the three epochs share a sitting; PBG's seconds are its own ``Processed N
 edges in X s``. ``--pbg-import-from`` names a folder whose ``pbg_data`` holds PBG's import of the
@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import emit, provenance, versions  # noqa: E402, I001
+from _common import emit, provenance, ratio_entry, versions  # noqa: E402, I001
 
 JOBI = "--joint --p 0.3 --biased-chunk 10 --pair-every 10"
 BASELINE = "--no-joint --p 0"
@@ -50,7 +50,7 @@ def main() -> None:
         "--labels", nargs=2, default=("baseline", "jobi"), metavar=("FIRST", "SECOND"), help="the two sides' names"
     )
     parser.add_argument("--pbg-python", help="PBG's virtualenv python: add a PyTorch-BigGraph epoch to each round")
-    parser.add_argument("--pbg-flags", default=PBG, help=f"bench/peer_pbg_epochs.py's flags (default: {PBG})")
+    parser.add_argument("--pbg-flags", default=PBG, help=f"bench/peer_pbg.py's flags (default: {PBG})")
     parser.add_argument("--pbg-import-from", help="a folder whose pbg_data holds PBG's import of the same graph")
     parser.add_argument("common", nargs=argparse.REMAINDER, help="-- then the flags both runs take")
     args = parser.parse_args()
@@ -77,10 +77,7 @@ def main() -> None:
             "epoch_seconds": {name: round(statistics.median(values), 2) for name, values in seconds.items()},
             "rounds": seconds,
             "ratio": f"{second} / {first}",
-            "jobi_over_baseline": {
-                "per_round": [round(r, 3) for r in ratios],
-                "median": round(statistics.median(ratios), 3),
-            },
+            "jobi_over_baseline": ratio_entry(ratios),
             **({"pbg_over_baseline": {"per_round": [round(r, 3) for r in pbg_ratios]}} if pbg_ratios else {}),
             "runs": commands,
             **({"pbg_resolved": pbg_resolved} if pbg_resolved else {}),
@@ -109,14 +106,15 @@ def pbg_epoch(args, common: list[str], out: Path) -> tuple[float, str, dict]:
     out.mkdir(parents=True)
     if args.pbg_import_from:  # PBG's import of the same graph, hard-linked (never timed)
         subprocess.run(["cp", "-al", str(Path(args.pbg_import_from) / "pbg_data"), str(out / "pbg_data")], check=True)
-    script = Path(__file__).with_name("peer_pbg_epochs.py")
-    own = ["--data-dir", data_dir, *shlex.split(args.pbg_flags), "--epochs", "1", "--export-every", "1000000"]
+    script = Path(__file__).with_name("peer_pbg.py")
+    own = ["--mode", "epochs", "--data-dir", data_dir, *shlex.split(args.pbg_flags)]
+    own += ["--epochs", "1", "--export-every", "1000000"]
     command = [args.pbg_python, str(script), *own, "--out", str(out)]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
     record = json.loads(done.stdout.strip().splitlines()[-1])
     shutil.rmtree(out)
     resolved = {k: record[k] for k in ("pbg_config", "overrides_of_pbg_defaults", "versions", "warm_workers")}
-    command = " ".join(["python", "bench/peer_pbg_epochs.py", *own, "--out", "OUT"])
+    command = " ".join(["python", "bench/peer_pbg.py", *own, "--out", "OUT"])
     return round(record["epoch_seconds"][0], 1), command, resolved
 
 

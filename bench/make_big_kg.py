@@ -1,12 +1,10 @@
 """Generate the FB1.9M-size synthetic typed KG on disk, timing it and its peak memory.
 
-Steps:
-1. Draw the graph with `jobi_tf.data.synthetic` (typed relations, Zipf-skewed entity and
-   relation frequencies), in chunks of 4M facts, deduplicated as int64 keys.
-2. Write ``train.txt``, ``valid.txt``, ``test.txt`` (the usual TSV, labels ``t{type}_e{id}``
-   and ``r{id}``) and ``synthetic.json`` (the spec) into ``--out``.
-3. Print one JSON line: wall time, peak RSS, split sizes, entities and relations that occur,
-   and the generation's CPU user/system seconds and minor page faults (``cpu``).
+The graph is drawn by `jobi_tf.data.synthetic` (typed relations, Zipf-skewed entity and
+relation frequencies) in chunks of 4M facts, deduplicated as int64 keys, and written to
+``--out`` as the usual TSV splits (labels ``t{type}_e{id}``, ``r{id}``) with ``synthetic.json``
+(the spec). One JSON line: wall time, peak RSS, split sizes, entities and relations that
+occur, the CPU use (``cpu``).
 
 The defaults are FB1.9M's sizes (1,892,241 entities, 3,247 relations, 19,323,513 training
 triples) with 5,000 validation and 5,000 test triples.

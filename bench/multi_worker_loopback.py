@@ -1,16 +1,11 @@
 """Two `jobi-tf train --strategy multi-worker` processes on loopback: same weights, one writer.
 
-Steps:
-1. Pick two free TCP ports on 127.0.0.1 and write each worker's ``TF_CONFIG``
-   (``{"cluster": {"worker": [a, b]}, "task": {"type": "worker", "index": i}}``).
-2. Start both workers (``python -m jobi_tf.cli train --strategy multi-worker``) on a small
-   synthetic KG, each with its own ``--out`` folder, and wait for both (``--timeout``
-   seconds at most; both are killed on timeout or on any failure).
-3. Check: both exit 0; both report the same ``final_weights_sha256``; the chief's folder
-   holds ``checkpoint.npz`` and ``metrics.json``; the other worker's folder was never made.
-4. Print one JSON line with the checks, the wall time and each worker's log tail; exit 1 if
-   a check failed. ``--log`` keeps both workers' full logs. The record also carries both
-   workers' CPU user/system seconds and minor page faults, summed (``cpu_children``).
+Both workers (``TF_CONFIG`` on two free ports of 127.0.0.1) train a small synthetic KG into
+their own ``--out`` folders (killed after ``--timeout`` seconds or on any failure). Checks:
+both exit 0 and report the same ``final_weights_sha256``; the chief's folder holds
+``checkpoint.npz`` and ``metrics.json``; the other worker's was never made. One JSON line (the
+checks, wall time, log tails, ``cpu_children``); exit 1 if a check failed; ``--log`` keeps
+both full logs.
 
 Run:  python bench/multi_worker_loopback.py
       python bench/multi_worker_loopback.py --log /tmp/mw-logs

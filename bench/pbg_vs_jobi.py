@@ -1,82 +1,25 @@
 """PyTorch-BigGraph (PBG) as a same-run peer: trained by PBG, ranked by jobi-tf's filtered evaluator.
 
-Steps:
-1. Run `bench/peer_pbg.py` with ``--peer-python`` (a separate virtualenv holding PBG, never a
-   dependency of jobi-tf): PBG imports the dataset's TSV files, trains ``complex_diagonal``
-   with the dot comparator and dynamic relations on train, and exports its entity table and
-   its two operator tables (see "Mapping"); it also scores a few test triples with its own
-   model code (``--check``).
-2. Load the dataset as every bench script does (`read_split_folder` → `build_index`), map PBG's
-   entity and relation order onto our vocabularies by name, and copy PBG's parameters into a
-   ``JoBiModel(model="complex", dim=D/2, reciprocal=True)``.
-3. Check the mapping: our ``score_triples``, tail-query and head-query scores of the checked
-   triples against every entity must equal PBG's own (``max_abs_diff`` in the output).
-4. Rank test and valid with `jobi_tf.evaluation.ranking.FilteredEvaluator` (what ``jobi-tf
-   evaluate`` runs; realistic ties), so both systems are measured by one code.
-5. One JSON line: PBG's full resolved config, its training seconds and edges (positives) per
-   second, filtered MRR / Hits@1/3/10, the check, the command line, CPU model, versions.
+Why: one ranking code for both systems. `bench/peer_pbg.py` trains PBG in ``--peer-python``
+(its own virtualenv) and exports its tables; they are copied into a reciprocal ComplEx
+`JoBiModel` (`pbg_model`), checked against PBG's own scores of a few test triples
+(`check_mapping`, ``max_abs_diff``), and ranked on test and valid by `FilteredEvaluator` (what
+``jobi-tf evaluate`` runs; realistic ties). One JSON line: PBG's full resolved config, its
+training seconds and positives per second, the metrics, the check, the closest jobi-tf flags
+and what still differs (``jobi_tf_match``), how PBG draws negatives (``negatives``).
 
-Mapping (read in torchbiggraph 1.0.0's ``model.py``). ``ComplexDiagonalDynamicOperator.forward``
-treats a D-vector as ``[real (D/2) | imag (D/2)]`` and multiplies it, as complex numbers, by
-the relation's ``real``/``imag`` rows; ``DotComparator`` is the plain dot product of the
-D-vectors, ``Re(<a, conj(b)>)``. With ``dynamic_relations`` ``instantiate_operator`` builds two
-operator tables, ``lhs_operators`` and ``rhs_operators``, and ``MultiRelationEmbedder.forward``
-scores a positive twice: "forward edges" apply the rhs operator to the tail and sample head
-negatives, ``(h', r, t) = <E[h'], rhs_r * E[t]>``; "reverse edges" apply the lhs operator to
-the head and sample tail negatives, ``(h, r, t') = <lhs_r * E[h], E[t']>``. That is exactly a
-reciprocal ComplEx: ``triple_relations[r] = lhs_r`` (tail queries, ``Re(h r conj(t))``) and
-``triple_relations[R + r] = rhs_r`` (head queries ``(t, r⁻¹, ?)``). Entities have one table
-(``set_embeddings`` puts the same parameter on both sides), rows ``[real | imag]`` as ours.
-PBG's ``lhs_pos`` score (for head ranking) and ``rhs_pos`` (for tail ranking) of one triple
-differ; our ``score_triples`` is the forward relation's, ``rhs_pos``.
-
-How PBG draws and shares negatives (read in torchbiggraph 1.0.0):
-(1) Both sides of every positive are corrupted. ``train.py`` ``Trainer.process_one_batch``
-    adds ``loss_fn(lhs_pos, lhs_neg) + loss_fn(rhs_pos, rhs_neg)`` (times the relation weight,
-    1); with dynamic relations ``model.py`` ``MultiRelationEmbedder.forward`` runs
-    ``forward_direction_agnostic`` twice, head negatives then tail negatives (without dynamic
-    relations, once with both sides sampled). Per positive: two softmaxes, one per query,
-    each over ``num_uniform_negs`` uniform entities (plus, if ``num_batch_negs > 0``, the other
-    positives' entities of its chunk on that side): ``2 × num_uniform_negs`` (+ batch
-    negatives) scored negatives per positive. ``disable_lhs_negs``/``disable_rhs_negs`` turn a
-    side off.
-(2) ``MultiRelationEmbedder.forward`` sets the chunk size: ``num_batch_negs`` if it is > 0,
-    else ``num_uniform_negs`` (the whole batch with ``all_negs``). So with
-    ``num_batch_negs = 0`` a batch of 1000 is cut into chunks of 50 positives when
-    ``num_uniform_negs = 50`` (not chunks of ``num_batch_negs``, which is then 0).
-    ``forward_direction_agnostic`` pads the batch to whole chunks and views it as
-    ``[chunks, chunk_size, D]``; ``prepare_negatives`` draws, for ``Negatives.UNIFORM``,
-    ``module.sample_entities(num_chunks, num_uniform_negs)`` (``SimpleEmbedding.sample_entities``:
-    ``torch.randint`` over the whole entity table, with replacement): one set of uniform
-    negatives per chunk and side, shared by every positive of the chunk, scored with one
-    ``bmm`` per chunk (``DotComparator.forward``). Head and tail negatives are separate draws.
-    For ``BATCH_UNIFORM`` (``num_batch_negs > 0``) the chunk's own positives' entities on that
-    side are the batch negatives (each positive's own pair and the padding masked to -1e9),
-    the per-chunk uniform draw appended. Uniform negatives equal to the positive's entity are
-    not removed. ``batching.py`` ``process_in_batches``: each Hogwild worker takes a
-    contiguous share of the epoch's ``torch.randperm`` and cuts it into ``batch_size``
-    batches mixing relations (``batch_edges_mix_relation_types``); the last may be partial.
-(3) ``losses.py`` ``SoftmaxLossFunction``: per positive and side, cross-entropy of
-    ``[pos, logsumexp(neg)]`` with target 0, i.e. ``-pos + log(exp(pos) + Σ exp(neg))``: a
-    softmax over the positive and that side's negatives (positive in its own denominator),
-    summed (``reduction='sum'``) over the batch, not averaged. The head softmax scores with
-    the rhs operators, the tail softmax with the lhs operators (see Mapping).
-Optimizer (``train.py`` ``make_optimizer``): ``RowAdagrad`` (one accumulator per entity row,
-the mean of its squared gradient) on the entity table, torch ``Adagrad`` on the operators,
-both at ``lr`` (initial accumulator 0), Hogwild across ``workers`` processes, one thread each.
-Init: entities N(0, ``init_scale`` = 1e-3) (``init_embs``/``fast_approx_rand``), operators
-``real = 1``, ``imag = 0``.
-
-The closest jobi-tf settings are this script's defaults and its output's ``jobi_tf_match``:
-``--model complex --dim D/2 --reciprocal --batch-size 1000 --neg 50 --shared-negatives 50
---corrupt-side per-positive --p 0 --optimizer row-adagrad --lr 0.1`` (``--shared-negatives C``
-shares uniform negatives within chunks of C positives, here PBG's chunk). Differences that
-remain are listed there: jobi-tf corrupts one side per positive (one softmax, so one PBG epoch
-trains as many queries as two of ours), shares one draw per chunk for both sides, masks a
-negative equal to the positive, averages its loss over the batch, and starts its Adagrad
-accumulators at 1e-10 (``jobi_tf.optimizers.RowAdagrad``: one per entity row, as PBG's
-``RowAdagrad``, element-wise on the relation tables, as PBG's operators); it has no in-batch
-negatives.
+Mapping (read in torchbiggraph 1.0.0's ``model.py``): ``ComplexDiagonalDynamicOperator`` treats
+a D-vector as ``[real (D/2) | imag (D/2)]`` and multiplies it, as complex numbers, by the
+relation's row; ``DotComparator`` is ``Re(<a, conj(b)>)``. With ``dynamic_relations`` PBG has
+two operator tables: ``MultiRelationEmbedder.forward`` scores tail negatives as
+``<lhs_r * E[h], E[t']>`` and head negatives as ``<E[h'], rhs_r * E[t]>``. That is a reciprocal
+ComplEx: ``triple_relations[r] = lhs_r`` (tail queries) and ``triple_relations[R + r] = rhs_r``
+(head queries ``(t, r⁻¹, ?)``); one entity table (PBG sets the same parameter on both sides).
+PBG's ``rhs_pos`` is our ``score_triples``. Negatives (``model.py`` ``forward_direction_agnostic``,
+``prepare_negatives``; ``losses.py`` ``SoftmaxLossFunction``; ``train.py``): both sides of every
+positive, one uniform draw per chunk (``num_batch_negs``, or ``num_uniform_negs`` when that is 0)
+and side, with replacement, the positive's own entity kept; a softmax per side, summed over the
+batch. Optimizer: ``RowAdagrad`` on entities, ``Adagrad`` on operators, Hogwild workers.
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/pbg_vs_jobi.py --dataset fb15k-237 \\
           --peer-python /tmp/pbgvenv/bin/python
@@ -130,7 +73,7 @@ def add_pbg_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def peer_flags(p: argparse.Namespace, seed: int) -> list[str]:
-    """`add_pbg_flags`'s settings as the flags of `peer_pbg.py` and `peer_pbg_epochs.py` (PBG's terms)."""
+    """`add_pbg_flags`'s settings as `peer_pbg.py`'s flags (PBG's terms)."""
     return [
         "--dim", str(2 * p.dim),
         "--batch-size", str(p.batch_size),

@@ -5,16 +5,10 @@ facebookresearch/kbc unchanged (``--kbc-src``: the folder holding its ``kbc/`` p
 moves every batch to the GPU with ``.cuda()``; this script makes ``Tensor.cuda`` return the
 tensor itself, so the same code runs on the CPU, and changes nothing else.
 
-Steps:
-1. Read ``--data-dir``'s ``train.txt`` (``head<TAB>relation<TAB>tail``), number entities and
-   relations in order of first appearance, and build kbc's training examples as its
-   ``Dataset.get_train`` does: every triple, then its reciprocal (tail, relation + R, head).
-2. Build kbc's ``ComplEx((E, 2R, E), rank, init)``, ``N3(weight)``, ``torch.optim.Adagrad(lr)``
-   and ``KBCOptimizer(batch_size=rows)`` (kbc's batch is rows: a triple gives two).
-3. ``--warmup-rows`` rows of training first (first-call costs), then ``--epochs`` full epochs
-   of ``KBCOptimizer.epoch`` (which shuffles the examples itself), each timed.
-4. One JSON line: seconds of each epoch, rows per second, torch and thread settings, and the
-   resolved kbc settings.
+The training examples are built as kbc's ``Dataset.get_train`` does (every triple of
+``train.txt``, then its reciprocal; ids by first appearance); kbc's ``ComplEx``, ``N3``,
+``torch.optim.Adagrad`` and ``KBCOptimizer`` (its batch is rows: a triple gives two) train
+``--warmup-rows`` rows (first-call costs), then ``--epochs`` timed epochs. One JSON line.
 
 Run (from jobi-tf's ``bench/kbc_anchor.py``, or by hand):
     PEER/bin/python bench/peer_kbc.py --kbc-src /path/to/kbc --data-dir ../shared/datasets/fb15k-237 --rank 200

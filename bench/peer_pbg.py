@@ -1,56 +1,39 @@
-"""PyTorch-BigGraph (PBG) trained on a triples folder, its embeddings exported for our evaluator
-(runs in a separate benchmark virtualenv; PBG is never a dependency of jobi-tf).
+"""PyTorch-BigGraph (PBG) trained on a triples folder by its own code, its embeddings exported for
+jobi-tf's evaluator (runs in PBG's own virtualenv; PBG is never a dependency of jobi-tf).
 
-Steps:
-1. Write PBG's config module (``OUT/config.py``: one entity type ``all`` in one partition, one
-   relation entry with ``dynamic_relations=True``, so every relation of the file gets its own
-   operator parameters) from the flags; settings not given keep PBG's defaults, except those
-   listed under ``overrides_of_pbg_defaults`` in the output (``eval_fraction=0``: train on every
-   edge, as PBG's FB15k example; ``global_emb=False``: PBG refuses it with dynamic relations;
-   ``hogwild_delay``: see ``--hogwild-delay``).
-2. Import ``train.txt`` (and ``valid.txt``/``test.txt`` when present, as PBG's FB15k example
-   does, so every entity of the dataset gets a row; only train is trained on) with PBG's TSV
-   importer (``convert_input_data``, what ``torchbiggraph_import_from_tsv`` runs; columns 0, 1, 2
-   = head, relation, tail). Note its importer splits lines on any whitespace.
-3. Train with PBG's Python API (``torchbiggraph.train.train``, what ``torchbiggraph_train``
-   runs), timed: PBG logs ``Processed N edges in X s`` once per bucket and epoch (one bucket
-   here); those are the per-epoch training seconds and edges/s. The wall time of ``train``
-   (worker start-up, checkpoint writing) is reported beside them. PBG starts its Hogwild
-   workers (spawned processes importing torch and PBG) while its main process sets up, and
-   torch 2.13's optimizer ``step`` imports ``torch._dynamo`` on first use (~3 s per worker,
-   measured here): both land inside PBG's timing of the first epoch, several seconds of an
-   FB15k-237 epoch. ``--warm-workers`` (default) imports ``torch._dynamo`` in PBG's worker
-   initializer and has PBG's pool (``torchbiggraph.train.create_pool``, wrapped) returned only
-   once every worker is up; the wait is reported as ``warm_workers.startup_s``. PBG's
-   training itself is unchanged.
-4. Read PBG's checkpoint (``embeddings_all_0.vN.h5`` and ``model.vN.h5`` via its
-   ``CheckpointManager``) and the importer's name files, and write to ``--out``:
-   ``entities.json`` (names in PBG's row order), ``entity_embeddings.npy`` ``[E, D]``,
-   ``relations.json`` (PBG's dynamic relation order), ``relation_lhs_operator.npy`` and
-   ``relation_rhs_operator.npy`` ``[R, D]`` (each row ``[real | imag]`` of the
-   ``complex_diagonal`` operator; with dynamic relations PBG keeps one operator per side:
-   the lhs one multiplies the head when tails are ranked, the rhs one the tail when heads are
-   ranked; see ``bench/pbg_vs_jobi.py``).
-5. ``--check N``: PBG's own scores, by its model code, for N random test triples: the model
-   rebuilt from the checkpoint with ``all_negs=True`` (as PBG's evaluation does), so one
-   forward pass gives each triple's two positive scores and its scores against every entity
-   on each side; written to ``check_triples.json`` and ``check_scores.npz`` for the caller to
-   compare with its own scoring.
-6. One JSON line on stdout: timings, PBG's full resolved config (``ConfigSchema.to_dict()``,
-   every field, defaults included), files, versions. PBG's own log goes to stderr and
-   ``OUT/pbg.log``.
+Modes (``--mode``):
+* ``once`` (default; `bench/pbg_vs_jobi.py`): a fresh ``OUT``, ``--epochs`` epochs timed, one export;
+* ``epochs`` (`bench/accuracy_per_hour.py`, `bench/epoch_seconds.py`): resumable. Rerun with a
+  larger ``--epochs`` and PBG continues from its checkpoint version (= epochs done; the torch
+  seed is ``--seed`` + that); every ``--export-every``-th epoch is exported to
+  ``OUT/exports/epoch-E/``. ``OUT/settings.json`` refuses other flags in the same folder.
 
-PBG has no setting for the size of the chunks negatives are shared in: it is ``num_batch_negs``,
-or ``num_uniform_negs`` when ``num_batch_negs`` is 0 (``MultiRelationEmbedder.forward``); its
-``num_edge_chunks`` splits the edge files for I/O, something else.
+How, both modes: ``OUT/config.py`` holds one entity type in one partition and one relation
+entry with ``dynamic_relations=True`` (each relation gets its own operators, one per side: see
+pbg_vs_jobi.py for how they map onto a reciprocal ComplEx); PBG's defaults elsewhere, but for
+``overrides_of_pbg_defaults`` (``eval_fraction=0``, ``global_emb=False``, ``hogwild_delay``).
+PBG's TSV importer reads train, valid and test (every entity gets a row; only train is trained
+on). An epoch's seconds are PBG's own ``Processed N edges in X s``. Why ``--warm-workers``:
+PBG's spawned Hogwild workers import torch, and torch's optimizer imports ``torch._dynamo`` on
+first use (~3 s a worker), all inside PBG's timing of the first epoch; with it, training starts
+once every worker is up (the wait is ``warm_workers.startup_s``). ``--check N``: PBG's own
+scores of N test triples (its model with ``all_negs=True``), for the caller's mapping check.
+PBG's log goes to stderr and ``OUT/pbg.log``; one JSON line on stdout.
+
+PBG's chunk of shared negatives is ``num_batch_negs``, or ``num_uniform_negs`` when that is 0
+(``MultiRelationEmbedder.forward``); its ``num_edge_chunks`` is about I/O, something else.
 
 Run:  /tmp/pbgvenv/bin/python bench/peer_pbg.py --data-dir ../shared/datasets/kinship \\
           --out /tmp/pbg-kinship --dim 400 --epochs 1
+      /tmp/pbgvenv/bin/python bench/peer_pbg.py --mode epochs --data-dir ../shared/datasets/kinship \\
+          --out /tmp/pbg-epochs-kinship --dim 100 --epochs 3
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import fcntl
 import importlib
 import json
 import logging
@@ -59,6 +42,7 @@ import pprint
 import random
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -74,6 +58,7 @@ import torchbiggraph
 import torchbiggraph.train
 import torchbiggraph.util
 from torchbiggraph.checkpoint_manager import CheckpointManager
+from torchbiggraph.checkpoint_storage import CHECKPOINT_STORAGES
 from torchbiggraph.config import ConfigFileLoader, add_to_sys_path
 from torchbiggraph.converters.import_from_tsv import convert_input_data
 from torchbiggraph.edgelist import EdgeList
@@ -84,10 +69,18 @@ from torchbiggraph.train import train
 from torchbiggraph.types import Side
 from torchbiggraph.util import SubprocessInitializer, set_logging_verbosity, setup_logging
 
-#: Subfolders of ``--out`` this script owns (emptied at every run: PBG resumes from, and its
-#: importer skips, whatever it finds there).
-DATA_SUBDIR, CHECKPOINT_SUBDIR = "pbg_data", "pbg_checkpoints"
+#: Subfolders of ``--out`` this script owns (PBG resumes from, and its importer skips, whatever
+#: it finds there: emptied for every ``once`` run and every fresh ``epochs`` folder).
+DATA_SUBDIR, CHECKPOINT_SUBDIR, EXPORTS, VIEWS = "pbg_data", "pbg_checkpoints", "exports", "views"
 PROCESSED = re.compile(r"Processed (\d+) edges in ([0-9.]+) s")
+STARTING = re.compile(r"Starting epoch (\d+) /")
+#: Flags that must stay the same over the ``epochs`` calls of one ``--out`` (``--epochs`` may grow).
+SETTINGS = (
+    "data_dir", "dim", "batch_size", "uniform_negs", "batch_negs", "lr", "workers", "loss", "operator",
+    "comparator", "init_scale", "hogwild_delay", "warm_workers", "seed", "export_every",
+)  # fmt: skip
+#: Our settings that differ from PBG's defaults (or may), reported with the resolved config.
+OVERRIDES = ("global_emb", "comparator", "loss_fn", "lr", "num_batch_negs", "eval_fraction", "hogwild_delay")
 
 
 def config_dict(args, out: Path, edge_paths: list[str]) -> dict:
@@ -112,6 +105,8 @@ def config_dict(args, out: Path, edge_paths: list[str]) -> dict:
         "eval_fraction": 0.0,
         "hogwild_delay": args.hogwild_delay,
         **({"init_scale": args.init_scale} if args.init_scale is not None else {}),
+        # epochs mode: PBG keeps every epoch's checkpoint version instead of deleting the last
+        **({"checkpoint_preservation_interval": 1} if args.mode == "epochs" else {}),
     }
 
 
@@ -128,7 +123,7 @@ _STARTUP: dict[str, float] = {}
 
 def import_tsv(config, data_dir: Path, splits) -> float:
     """PBG's own TSV importer (what ``torchbiggraph_import_from_tsv`` runs: columns head 0,
-    relation 1, tail 2) over the named splits of ``data_dir``; returns its seconds."""
+    relation 1, tail 2; it splits lines on any whitespace) over the named splits; its seconds."""
     start = time.perf_counter()
     convert_input_data(
         config.entities,
@@ -161,21 +156,33 @@ def _ready_pool(num_workers: int, *args, **kwargs):
     return pool
 
 
-class _Collect(logging.Handler):
-    """Keeps PBG's ``Processed N edges in X s`` lines (one per bucket and epoch)."""
+class EpochLog(logging.Handler):
+    """PBG's ``Processed N edges in X s`` lines (one per bucket and epoch; one bucket here), each
+    with its epoch (PBG's ``Starting epoch E /`` line); with ``path``, each also appended to that
+    JSON-lines file and fsync'd, so a kill loses no finished epoch's seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         super().__init__(logging.INFO)
-        self.buckets: list[dict] = []
+        self.path, self.epoch, self.buckets = path, None, []
 
     def emit(self, record: logging.LogRecord) -> None:
-        m = PROCESSED.search(record.getMessage())
-        if m:
-            self.buckets.append({"edges": int(m.group(1)), "seconds": float(m.group(2)), "at": time.perf_counter()})
+        message = record.getMessage()
+        if m := STARTING.search(message):
+            self.epoch = int(m.group(1))
+        elif m := PROCESSED.search(message):
+            self.buckets.append({"edges": int(m.group(1)), "seconds": float(m.group(2))})
+            if self.path is not None and self.epoch is not None:
+                with open(self.path, "a") as f:
+                    f.write(json.dumps({"epoch": self.epoch, **self.buckets[-1], "pid": os.getpid()}) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
 
 
 def export(config, out: Path) -> dict:
-    """Checkpoint → ``.npy``/``.json`` files in ``out``; returns their names and shapes."""
+    """Checkpoint → ``.npy``/``.json`` files in ``out``: ``entities.json`` (names in PBG's row
+    order), ``entity_embeddings.npy`` ``[E, D]``, ``relations.json``, and each side's operator
+    table ``relation_{lhs,rhs}_operator.npy`` ``[R, D]`` (``complex_diagonal``: rows
+    ``[real | imag]``); returns their names and shapes."""
     entity_names = ENTITY_STORAGES.make_instance(config.entity_path).load_names("all", 0)
     relation_names = RELATION_TYPE_STORAGES.make_instance(config.entity_path).load_names()
     manager = CheckpointManager(config.checkpoint_path)
@@ -204,7 +211,9 @@ def export(config, out: Path) -> dict:
 
 
 def check_scores(config, out: Path, data_dir: Path, n: int, seed: int) -> dict:
-    """PBG's own scores of ``n`` random test triples, by its model code (``all_negs=True``)."""
+    """PBG's own scores of ``n`` random test triples, by its model code (``all_negs=True``, as
+    PBG's evaluation builds it: one forward pass scores each triple's two sides against every
+    entity), to ``check_triples.json`` and ``check_scores.npz``."""
     entity_names = json.loads((out / "entities.json").read_text())
     relation_names = json.loads((out / "relations.json").read_text())
     ent, rel = {e: i for i, e in enumerate(entity_names)}, {r: i for i, r in enumerate(relation_names)}
@@ -244,9 +253,13 @@ def check_scores(config, out: Path, data_dir: Path, n: int, seed: int) -> dict:
     return {"triples": len(picked), "from": source.name, "files": ["check_triples.json", "check_scores.npz"]}
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """The PBG settings this script and `peer_pbg_epochs.py` take (PBG's own terms)."""
+def parse_args() -> argparse.Namespace:
+    """PBG's settings in its own terms, and the mode's."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("once", "epochs"), default="once", help="see the module's docstring")
     parser.add_argument("--data-dir", required=True, help="folder with train.txt (head, relation, tail)")
+    parser.add_argument("--out", required=True, help="output folder (epochs mode: resumed when it exists)")
+    parser.add_argument("--epochs", type=int, default=1, help="epochs mode: train until this many are done")
     parser.add_argument("--dim", type=int, default=400, help="PBG's dimension D (complex_diagonal: D/2 + D/2)")
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--uniform-negs", type=int, default=50, help="num_uniform_negs (per side, per chunk)")
@@ -273,6 +286,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds the importer's shuffles, the init and edge order")
     parser.add_argument("--check", type=int, default=5, help="test triples PBG scores itself for the mapping check")
+    parser.add_argument("--export-every", type=int, default=1, help="epochs mode: export the multiples of this")
+    parser.add_argument("--keep-versions", action="store_true", help="epochs mode: keep every checkpoint version")
+    return parser.parse_args()
 
 
 def own_stdout():
@@ -284,26 +300,23 @@ def own_stdout():
     return stdout
 
 
-def split_files(data_dir: Path) -> list[str]:
-    """The splits to import, train first (PBG trains on the first edge path only)."""
-    splits = [s for s in ("train", "valid", "test") if (data_dir / f"{s}.txt").exists()]
-    if "train" not in splits:
-        sys.exit(f"{data_dir}/train.txt not found")
-    return splits
-
-
-def start_pbg(out: Path, mode: str, handler: logging.Handler):
-    """PBG's logging (to stderr, ``OUT/pbg.log`` and ``handler``) and its config from ``OUT/config.py``:
-    ``(loader, config)``."""
+def start_pbg(args, out: Path, handler: logging.Handler):
+    """The config module written, PBG's logging started (to stderr, ``OUT/pbg.log`` and
+    ``handler``) and its config loaded: ``(splits, raw config, loader, config)``."""
+    splits = [s for s in ("train", "valid", "test") if (Path(args.data_dir) / f"{s}.txt").exists()]
+    if "train" not in splits:  # train first: PBG trains on the first edge path only
+        sys.exit(f"{args.data_dir}/train.txt not found")
+    raw = config_dict(args, out, [str(out / DATA_SUBDIR / f"{s}_partitioned") for s in splits])
+    write_config_module(out / "config.py", raw)
     setup_logging()
-    log_file = logging.FileHandler(out / "pbg.log", mode=mode)
+    log_file = logging.FileHandler(out / "pbg.log", mode="a" if args.mode == "epochs" else "w")
     log_file.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     for h in (log_file, handler):
         logging.getLogger("torchbiggraph").addHandler(h)
     loader = ConfigFileLoader()
     config = loader.load_config(str(out / "config.py"))
     set_logging_verbosity(config.verbose)
-    return loader, config
+    return splits, raw, loader, config
 
 
 def worker_setup(config, loader, warm: bool, *first) -> SubprocessInitializer:
@@ -320,13 +333,10 @@ def worker_setup(config, loader, warm: bool, *first) -> SubprocessInitializer:
     return subprocess_init
 
 
-#: Our settings that differ from PBG's defaults (or may), reported with the resolved config.
-OVERRIDES = ("global_emb", "comparator", "loss_fn", "lr", "num_batch_negs", "eval_fraction", "hogwild_delay")
-
-
-def provenance(args, raw: dict, train_config, import_s: float, *more: str) -> dict:
-    """The fields both drivers report: PBG's full resolved config, our overrides of its defaults
-    (`OVERRIDES` and ``more``), the worker warm-up, the import time and the versions."""
+def provenance(args, raw: dict, train_config, import_s: float) -> dict:
+    """What both modes report: PBG's full resolved config (``ConfigSchema.to_dict()``, defaults
+    included), our overrides of its defaults, the worker warm-up, the import time, the versions."""
+    more = ("checkpoint_preservation_interval",) if args.mode == "epochs" else ()
     return {
         "warm_workers": {"on": args.warm_workers, "startup_s": _STARTUP.get("seconds")},
         "import_s": round(import_s, 2),
@@ -341,45 +351,39 @@ def provenance(args, raw: dict, train_config, import_s: float, *more: str) -> di
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_flags(parser)
-    parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--epochs", type=int, default=1)
-    args = parser.parse_args()
-    stdout = own_stdout()
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
 
-    data_dir, out = Path(args.data_dir), Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def run_once(args, out: Path) -> dict:
+    """A fresh PBG run of ``--epochs`` epochs, timed, exported (and checked) once."""
     for sub in (DATA_SUBDIR, CHECKPOINT_SUBDIR):
         shutil.rmtree(out / sub, ignore_errors=True)
-    splits = split_files(data_dir)
-    edge_paths = [str(out / DATA_SUBDIR / f"{s}_partitioned") for s in splits]
-    raw = config_dict(args, out, edge_paths)
-    write_config_module(out / "config.py", raw)
-
-    collect = _Collect()
+    collect = EpochLog()
     random.seed(args.seed)  # the importer shuffles entity and relation names with `random`
     torch.manual_seed(args.seed)  # the initial embeddings and the edge order (workers seed by pid)
-    loader, config = start_pbg(out, "w", collect)
+    splits, raw, loader, config = start_pbg(args, out, collect)
     subprocess_init = worker_setup(config, loader, args.warm_workers)
-    import_s = import_tsv(config, data_dir, splits)
-
-    train_config = attr.evolve(config, edge_paths=[edge_paths[0]])
+    import_s = import_tsv(config, Path(args.data_dir), splits)
+    train_config = attr.evolve(config, edge_paths=config.edge_paths[:1])
     start = time.perf_counter()
     train(train_config, subprocess_init=subprocess_init)
     train_wall = time.perf_counter() - start
-
     exported = export(train_config, out)
-    check = check_scores(train_config, out, data_dir, args.check, args.seed) if args.check else None
+    check = check_scores(train_config, out, Path(args.data_dir), args.check, args.seed) if args.check else None
     edges = sum(b["edges"] for b in collect.buckets)
     seconds = sum(b["seconds"] for b in collect.buckets)
-    record = {
+    return {
         "peer": "pytorch-biggraph",
-        "data_dir": str(data_dir),
+        "data_dir": args.data_dir,
         "imported_splits": splits,
         "trained_on": "train",
-        "epochs": [{"edges": b["edges"], "seconds": b["seconds"]} for b in collect.buckets],
+        "epochs": collect.buckets,
         "train_seconds": round(seconds, 2),
         "edges_per_s": round(edges / seconds) if seconds else None,
         "train_wall_s": round(train_wall, 2),
@@ -388,17 +392,173 @@ def main() -> None:
         **exported,
         "check": check,
     }
+
+
+# -- epochs mode --------------------------------------------------------------------------------
+def die_with_parent() -> None:
+    """Be killed when the parent process dies (Linux ``PR_SET_PDEATHSIG``): a caller killed with
+    SIGKILL leaves no PBG process training on behind it (this driver and its Hogwild workers)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def write_json_atomic(path: Path, data) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def logged_seconds(path: Path, done: int) -> dict[int, dict]:
+    """Epoch → its last logged ``{"edges", "seconds"}`` (an epoch redone after a kill is logged
+    again), for the epochs PBG finished (≤ ``done``)."""
+    out: dict[int, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:  # a line cut by a kill
+                continue
+            if rec["epoch"] <= done:
+                out[rec["epoch"]] = {"edges": rec["edges"], "seconds": rec["seconds"]}
+    return out
+
+
+def version_view(config, ckpt: Path, views: Path, version: int) -> Path:
+    """A folder that reads as PBG's checkpoint at ``version`` (symlinks, as PBG's own snapshots)."""
+    storage = CHECKPOINT_STORAGES.make_instance(str(ckpt))
+    view = views / f"v{version}"
+    shutil.rmtree(view, ignore_errors=True)
+    view.mkdir(parents=True)
+    sources = [storage.get_model_file(version)]
+    for entity, econf in config.entities.items():
+        sources += [storage.get_entity_partition_file(version, entity, p) for p in range(econf.num_partitions)]
+    for src in sources:
+        if not src.exists():
+            raise SystemExit(f"{src}: PBG's checkpoint version {version} is gone; cannot export it")
+        (view / src.name).symlink_to(src.resolve())
+    (view / "checkpoint_version.txt").write_text(f"{version}\n")
+    return view
+
+
+def drop_versions(config, ckpt: Path, below: int) -> list[int]:
+    """Delete PBG's checkpoint versions older than ``below`` and its snapshots of them."""
+    storage = CHECKPOINT_STORAGES.make_instance(str(ckpt))
+    dropped = []
+    for version in range(1, below):
+        if not storage.get_model_file(version).exists():
+            continue
+        for entity, econf in config.entities.items():
+            for p in range(econf.num_partitions):
+                storage.drop_entity_partition(version, entity, p)
+        storage.drop_model(version)
+        shutil.rmtree(storage.get_snapshot_path(version), ignore_errors=True)
+        dropped.append(version)
+    return dropped
+
+
+def same_settings(args, out: Path) -> None:
+    """Record the flags in ``OUT/settings.json``, or refuse flags other than those recorded; on
+    a fresh start, clear whatever PBG would resume from."""
+    settings = {k: getattr(args, k) for k in SETTINGS}
+    settings["data_dir"] = str(Path(args.data_dir).resolve())
+    settings_path = out / "settings.json"
+    if settings_path.exists():
+        saved = json.loads(settings_path.read_text())
+        if saved != settings:
+            keys = set(saved) | set(settings)
+            diff = {k: (saved.get(k), settings.get(k)) for k in keys if saved.get(k) != settings.get(k)}
+            sys.exit(f"{out}: holds a PBG run with other settings {diff}; use another --out or the same flags")
+    if not (out / DATA_SUBDIR / ".imported").exists():
+        for sub in (DATA_SUBDIR, CHECKPOINT_SUBDIR, EXPORTS, VIEWS):
+            shutil.rmtree(out / sub, ignore_errors=True)
+        for name in ("epoch_seconds.jsonl", "exported.json"):
+            (out / name).unlink(missing_ok=True)
+    write_json_atomic(settings_path, settings)
+
+
+def export_epochs(args, train_config, out: Path, done: int) -> tuple[list[int], dict | None]:
+    """Export every epoch up to ``done`` due (``--export-every``) and not yet exported, from its
+    checkpoint version (written as ``.tmp``, renamed, recorded in ``OUT/exported.json``); the
+    exported epochs, and PBG's own scores of the first export (``--check``)."""
+    ckpt = Path(train_config.checkpoint_path)
+    exported_path = out / "exported.json"
+    exported: list[int] = json.loads(exported_path.read_text()) if exported_path.exists() else []
+    check = None
+    for epoch in range(1, done + 1):
+        if epoch % args.export_every or epoch in exported:
+            continue
+        final = out / EXPORTS / f"epoch-{epoch}"
+        tmp = final.with_name(final.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        view = version_view(train_config, ckpt, out / VIEWS, epoch)
+        view_config = attr.evolve(train_config, checkpoint_path=str(view))
+        export(view_config, tmp)
+        if args.check and not exported:
+            check = check_scores(view_config, tmp, Path(args.data_dir), args.check, args.seed)
+            check["epoch"] = epoch
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        exported.append(epoch)
+        write_json_atomic(exported_path, exported)
+        shutil.rmtree(out / VIEWS / f"v{epoch}", ignore_errors=True)
+    return exported, check
+
+
+def run_epochs(args, out: Path) -> dict:
+    """Train on to ``--epochs`` from PBG's own checkpoint, export the epochs due, drop old versions."""
+    die_with_parent()
+    lock = open(out / ".lock", "w")  # one driver per folder: a second one waits (closed at exit)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    same_settings(args, out)
+    splits, raw, loader, config = start_pbg(args, out, EpochLog(out / "epoch_seconds.jsonl"))
+    import_s, imported = 0.0, out / DATA_SUBDIR / ".imported"
+    if not imported.exists():
+        random.seed(args.seed)  # the importer shuffles entity and relation names with `random`
+        import_s = import_tsv(config, Path(args.data_dir), splits)
+        imported.touch()
+    train_config = attr.evolve(config, edge_paths=config.edge_paths[:1])
+    ckpt = Path(train_config.checkpoint_path)
+    before = CHECKPOINT_STORAGES.make_instance(str(ckpt)).load_version() if ckpt.exists() else 0
+    train_wall = None
+    if before < args.epochs:
+        torch.manual_seed(args.seed + before)  # initial embeddings (first call) and the edge order
+        subprocess_init = worker_setup(config, loader, args.warm_workers, die_with_parent)
+        start = time.perf_counter()
+        train(train_config, subprocess_init=subprocess_init)
+        train_wall = time.perf_counter() - start
+    done = CHECKPOINT_STORAGES.make_instance(str(ckpt)).load_version()
+    exported, check = export_epochs(args, train_config, out, done)
+    dropped = [] if args.keep_versions else drop_versions(train_config, ckpt, done)
+    seconds = logged_seconds(out / "epoch_seconds.jsonl", done)
+    return {
+        "peer": "pytorch-biggraph",
+        "data_dir": args.data_dir,
+        "epochs_done": done,
+        "epochs_before": before,
+        "epoch_seconds": [seconds.get(e, {}).get("seconds") for e in range(1, done + 1)],
+        "epoch_edges": [seconds.get(e, {}).get("edges") for e in range(1, done + 1)],
+        "exported": sorted(exported),
+        "exports": str(out / EXPORTS),
+        "dropped_versions": dropped,
+        "train_wall_s": None if train_wall is None else round(train_wall, 2),
+        **provenance(args, raw, train_config, import_s),
+        "check": check,
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    stdout = own_stdout()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record = run_epochs(args, out) if args.mode == "epochs" else run_once(args, out)
     stdout.write(json.dumps(record) + "\n")
     stdout.flush()
-
-
-def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":

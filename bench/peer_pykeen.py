@@ -1,19 +1,25 @@
-"""PyKEEN's sLCWA training throughput on FB15k-237, steady state over full epochs (runs in a
-separate benchmark virtualenv; PyKEEN is never a dependency of jobi-tf).
+"""PyKEEN's sLCWA ComplEx on a triples folder: its training throughput, or its test metrics after N
+epochs (runs in a separate benchmark virtualenv; PyKEEN is never a dependency of jobi-tf).
 
-ComplEx dim 200, Xavier-normal init, softmax cross-entropy over the positive and its
-per-triple uniform negatives (PyKEEN's closest loss to sampled-softmax NLL), Adam 0.001,
-on the whole training split. **No regularizer** by default, as on jobi-tf's side: PyKEEN's
-``ComplEx`` adds an L2 penalty (``LpRegularizer``, weight 0.01, on every scored embedding)
-unless given ``regularizer=None``; ``--regularizer pykeen-default`` keeps it, to measure what
-it costs. The JSON line records the resolved model, regularizer, loss, sampler and optimizer.
+Both modes: ComplEx dim 200, Xavier-normal init, softmax cross-entropy over the positive and
+its ``--neg`` per-triple uniform negatives (PyKEEN's closest loss to sampled-softmax NLL), Adam
+0.001, batch ``--batch-size``. ``--regularizer``: PyKEEN's ``ComplEx`` adds an L2 penalty
+(``LpRegularizer``, weight 0.01, on every scored embedding) unless told not to; ``none`` is
+jobi-tf's setting.
 
-Measured as ours (`bench/_steady.py`): a timestamp after every batch over ``--epochs`` full
-epochs, the first 10,000 positives dropped as warm-up, the rest cut into windows of 75,000
-positives; one rate per window, median reported. The loop's own set-up (building the loop,
-the first batches) is outside the windows, epoch boundaries inside.
+* ``--mode speed`` (default; `bench/train_speed.py`): positives per second measured as ours
+  (`bench/_steady.py`): a timestamp after every batch over ``--epochs`` full epochs, the first
+  10,000 positives of warm-up dropped, the rest cut into windows of 75,000 positives, the
+  median window reported. No regularizer by default. The JSON line records what PyKEEN built.
+* ``--mode accuracy``: how much a seed moves PyKEEN's test figure, so that our baseline is
+  compared with PyKEEN's spread, not one draw. Vocabularies over all splits (as jobi-tf
+  builds them), ``--epochs`` fixed (default 4: the machine's load cannot change the result),
+  PyKEEN's default regularizer; then the filtered test evaluation of both directions with
+  realistic ranks, filtered by train + valid + test.
 
 Run:  /path/to/benchvenv/bin/python bench/peer_pykeen.py --data-dir ../shared/datasets/fb15k-237
+      /path/to/benchvenv/bin/python bench/peer_pykeen.py --mode accuracy --data-dir ../shared/datasets/fb15k-237 \\
+          --epochs 4 --seed 1
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pykeen
 import pykeen.regularizers
 import torch
+from pykeen.evaluation import RankBasedEvaluator
 from pykeen.losses import CrossEntropyLoss
 from pykeen.models import ComplEx
 from pykeen.sampling import BasicNegativeSampler
@@ -49,29 +57,16 @@ class _BatchClock(TrainingCallback):
         self.ends.append(time.perf_counter())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--batch-size", type=int, default=500)
-    parser.add_argument("--neg", type=int, default=50)
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument(
-        "--regularizer",
-        choices=["none", "pykeen-default"],
-        default="none",
-        help="none: jobi-tf's setting; pykeen-default: ComplEx's own L2 (weight 0.01)",
-    )
-    args = parser.parse_args()
-    train = TriplesFactory.from_path(f"{args.data_dir}/train.txt")
-    regularizer = {"regularizer": None} if args.regularizer == "none" else {}
+def build(train, args):
+    """PyKEEN's ComplEx and its sLCWA loop with this script's settings."""
     model = ComplEx(
         triples_factory=train,
         embedding_dim=200,
         loss=CrossEntropyLoss(),
         entity_initializer="xavier_normal",
         relation_initializer="xavier_normal",
-        random_seed=0,
-        **regularizer,
+        random_seed=args.seed,
+        **({"regularizer": None} if args.regularizer == "none" else {}),
     )
     loop = SLCWATrainingLoop(
         model=model,
@@ -80,6 +75,12 @@ def main() -> None:
         negative_sampler=BasicNegativeSampler,
         negative_sampler_kwargs={"num_negs_per_pos": args.neg},
     )
+    return model, loop
+
+
+def speed(args) -> dict:
+    train = TriplesFactory.from_path(f"{args.data_dir}/train.txt")
+    model, loop = build(train, args)
     clock = _BatchClock()
     with Usage() as used:
         start = time.perf_counter()
@@ -92,23 +93,62 @@ def main() -> None:
             drop_last=True,
         )
     rates = window_rates(clock.ends, start, args.batch_size)
-    print(
-        json.dumps(
-            {
-                "bench": "peer_pykeen",
-                "metric": "positive triples per second, steady state (median of windows)",
-                "value": summary(rates)["median_pos_per_s"],
-                **summary(rates),
-                "batches": len(clock.ends),
-                "cpu": used.record(),
-                "config": vars(args),
-                "resolved": resolved(model, loop, args),
-                "pykeen": pykeen.get_version(),
-                "torch": torch.__version__,
-                "torch_threads": torch.get_num_threads(),
-            }
-        )
+    return {
+        "bench": "peer_pykeen",
+        "metric": "positive triples per second, steady state (median of windows)",
+        "value": summary(rates)["median_pos_per_s"],
+        **summary(rates),
+        "batches": len(clock.ends),
+        "cpu": used.record(),
+        "config": vars(args),
+        "resolved": resolved(model, loop, args),
+        "pykeen": pykeen.get_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def _labels(path: str) -> np.ndarray:
+    with open(path, encoding="utf-8") as f:
+        return np.array([line.rstrip("\n").split("\t") for line in f], dtype=str)
+
+
+def accuracy(args) -> dict:
+    splits = {s: _labels(f"{args.data_dir}/{s}.txt") for s in ("train", "valid", "test")}
+    every = np.concatenate(list(splits.values()))
+    entity_to_id = {e: i for i, e in enumerate(sorted(set(every[:, 0]) | set(every[:, 2])))}
+    relation_to_id = {r: i for i, r in enumerate(sorted(set(every[:, 1])))}
+    factories = {
+        s: TriplesFactory.from_labeled_triples(t, entity_to_id=entity_to_id, relation_to_id=relation_to_id)
+        for s, t in splits.items()
+    }
+    torch.manual_seed(args.seed)
+    model, loop = build(factories["train"], args)
+    start = time.perf_counter()
+    loop.train(triples_factory=factories["train"], num_epochs=args.epochs, batch_size=args.batch_size, use_tqdm=False)
+    train_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    result = RankBasedEvaluator(filtered=True).evaluate(
+        model,
+        factories["test"].mapped_triples,
+        additional_filter_triples=[factories["train"].mapped_triples, factories["valid"].mapped_triples],
+        batch_size=256,  # PyKEEN's automatic choice on CPU is 32
+        use_tqdm=False,
     )
+    regularizer = getattr(model.entity_representations[0], "regularizer", None)
+    return {
+        "bench": "peer_pykeen_accuracy",
+        "test": {
+            "mrr": result.get_metric("both.realistic.inverse_harmonic_mean_rank"),
+            **{f"hits@{k}": result.get_metric(f"both.realistic.hits_at_{k}") for k in (1, 3, 10)},
+        },
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "train_seconds": round(train_seconds, 1),
+        "eval_seconds": round(time.perf_counter() - start, 1),
+        "regularizer": None if regularizer is None else type(regularizer).__name__,
+        "torch": torch.__version__,
+    }
 
 
 def _name(obj) -> str:
@@ -138,6 +178,26 @@ def resolved(model, loop, args) -> dict:
         "batch_size": args.batch_size,
         "drop_last": True,
     }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("speed", "accuracy"), default="speed")
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--neg", type=int, default=50)
+    parser.add_argument("--epochs", type=int, help="full epochs (default: 1 for speed, 4 for accuracy)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--regularizer",
+        choices=["none", "pykeen-default"],
+        help="none: jobi-tf's setting (speed's default); pykeen-default: ComplEx's own L2, weight 0.01 (accuracy's)",
+    )
+    args = parser.parse_args()
+    speed_mode = args.mode == "speed"
+    args.epochs = args.epochs or (1 if speed_mode else 4)
+    args.regularizer = args.regularizer or ("none" if speed_mode else "pykeen-default")
+    print(json.dumps(speed(args) if speed_mode else accuracy(args)))
 
 
 if __name__ == "__main__":

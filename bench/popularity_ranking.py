@@ -1,14 +1,11 @@
 """The filtered ranking a model that knows only slot popularity would give: the floor to read
 an embedding model's early epochs against.
 
-A model early in training ranks mostly by how often an entity fills a relation's slot (its
-bias towards frequent answers). On a graph whose facts carry little else a model can learn
-early, its first validation may be that ranking and nothing more; a later gain over it is
-what the embeddings learned. This scores every candidate of a query ``(h, r, ?)`` by the
-number of training triples ``(*, r, candidate)`` (``(?, r, t)``: ``(candidate, r, *)``), and
-ranks the true answer as jobi-tf's evaluator does: filtered (every other true answer in
-train, valid and test removed), ties realistic (the mean of the optimistic and pessimistic
-ranks), both directions; entities never seen in the slot tie at zero.
+Why: a model early in training ranks mostly by how often an entity fills a relation's slot;
+a later gain over that ranking is what the embeddings learned. Every candidate of ``(h, r, ?)``
+scores the count of training triples ``(*, r, candidate)`` (``(?, r, t)``: ``(candidate, r,
+*)``), ranked as jobi-tf's evaluator ranks: filtered by train, valid and test, realistic ties,
+both directions; entities never seen in the slot tie at zero.
 
 On a graph of `replicate_kg.py` (its folder has a ``replicate.json``, or with ``--hubs``) the
 queries are also split by their answer: a hub (a label without ``#``) or a copied entity.

@@ -9,13 +9,11 @@ epoch. Each route ranks the same triples under the same weights:
 * ``one-pass``: float32, each target's score from a product of its tile's shape (`jobi_tf.evaluation.one_pass`);
 * ``bfloat16``: the one-pass count of bfloat16 products (``--valid-dtype bfloat16``).
 
-FLOPs are the products' ``2·Q·E·W`` (Q queries, E entities, W floats per row); the training rate
-is ``jobi_tf.planning.advice.advise``'s (a kbc-fast step at ``--matmul-dtype auto``, timed in this
-process). The one-pass ranks must equal the two-pass ranks exactly; the bfloat16 route's MRR
-is given beside the float32 one. Weights: a run's ``best.weights.npz`` (``--run``) or, without
-one, a random table (the ranks then say nothing about a model; the rate is the same).
-``--slot-prior W`` times every route a second time with the sparse slot counts' offsets added
-(``ROUTE + counts``: what validation of a ``--slot-prior`` run costs).
+FLOPs are ``2·Q·E·W`` (Q queries, E entities, W floats a row); the training rate is
+``jobi_tf.planning.advice.advise``'s (a kbc-fast step at ``--matmul-dtype auto``, timed here).
+One-pass ranks must equal two-pass ranks exactly; bfloat16's MRR is given beside float32's.
+Weights: ``--run``'s ``best.weights.npz``, else a random table (same rate, meaningless ranks).
+``--slot-prior W`` times every route again with the slot counts' offsets (``ROUTE + counts``).
 An AVX2 core's rates, measured on an AVX-512 one (recorded under ``machine.isa_limits``)::
 
     XLA_FLAGS=--xla_cpu_max_isa=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 python bench/ranking_speed.py \

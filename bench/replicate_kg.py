@@ -18,20 +18,8 @@ How it is made, from a source folder (``train/valid/test.txt``):
    likely, without repeats: kept only if both entities and the relation occur in the grown
    training set and the triple is not in it (test: nor in the chosen validation triples).
 
-What the graph **is**: inside each copy, the relations' real patterns (types, composition,
-symmetry, hierarchy, 1-to-N shapes) thinned by S; a copied entity's degree about S times its
-source degree; a hub's facts with copied entities K·S times as many as in the source, so its
-degree grows about K·S-fold while every other entity is split into K copies (a hub's share of
-a slot's facts stays as in the source); paths between copies run through hubs, as the
-source's paths did.
-
-What it is **not**: a larger world. Copies of one entity never interact, and no fact links
-copy k to copy j except through a hub; a copied entity's facts are its source entity's,
-thinned, so every copy of it has the same kind of neighbourhood and the same expected slot
-counts (a popularity count cannot tell K copies of an answer apart); hub-to-hub facts are not
-multiplied; relations and hubs are FB15k-237's own, so the graph has 237 relations where
-FB1.9M has 3,247. The held-out facts are FB15k-237's held-out facts in some copy; none of
-FB15k-237's is a training fact, so no copy of one is shown in training.
+What the graph is and is not (real patterns inside each copy; copies that never interact but
+through hubs; FB15k-237's 237 relations): docs/replicated-graph.md.
 
 Writes ``train.txt``, ``valid.txt``, ``test.txt`` (TSV labels) and ``replicate.json`` (settings,
 source files' sha256 and sizes, the hub labels) into ``--out``; prints one JSON line: sizes,

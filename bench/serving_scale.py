@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import emit, numpy_blas, peak_rss_gib, provenance, versions  # noqa: E402, I001  (first: TensorFlow's allocator)
+from _common import emit, numpy_blas, peak_rss_gib, percentiles, provenance, versions  # noqa: E402, I001  (first: TensorFlow's allocator)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -138,7 +138,7 @@ def _matvec_ms(table: np.ndarray, repeats: int) -> dict:
         started = time.perf_counter()
         np.dot(table, vector)
         times.append(1000 * (time.perf_counter() - started))
-    return _percentiles(times)
+    return percentiles(times)
 
 
 def _matmat_ms(table: np.ndarray, batch: int) -> float:
@@ -176,14 +176,10 @@ def _timed(one, count: int, batch, first_pass: bool = False) -> tuple[dict, list
         started = time.perf_counter()
         batch(0)
         batch_ms.append(1000 * (time.perf_counter() - started))
-    timing = {**_percentiles(times), "batch_ms": round(statistics.median(batch_ms), 1)}
+    timing = {**percentiles(times), "batch_ms": round(statistics.median(batch_ms), 1)}
     if first_pass:
-        timing |= {f"first_pass_{name}": value for name, value in _percentiles(first).items()}
+        timing |= {f"first_pass_{name}": value for name, value in percentiles(first).items()}
     return timing, answers
-
-
-def _percentiles(times: list[float]) -> dict:
-    return {"p50_ms": round(float(np.percentile(times, 50)), 2), "p99_ms": round(float(np.percentile(times, 99)), 2)}
 
 
 def _cli_agrees(export: str, head: str, relation: str, k: int, answers: list[bytes]) -> bool:

@@ -1,21 +1,14 @@
 """Training throughput of jobi-tf (positive triples per second), against PyKEEN in the same run.
 
-Steps:
-1. Load FB15k-237. For each configuration (batch × negatives × negative mode) train ComplEx
-   dim 200 through the real pipeline (tf.data sampler → `JoBiModel` → Keras ``fit``, Adam, XLA)
-   for ``--epochs`` full epochs, with a timestamp after every batch.
-2. Steady state, measured the same way for every system (`bench/_steady.py`): the first
-   10,000 positives are warm-up (XLA compiles there), the rest is cut into windows of 75,000
-   positives; the median window rate is reported. CPU user/system seconds and minor page
-   faults of each configuration's ``fit`` are reported beside it.
-3. With ``--peer-python``, PyKEEN's sLCWA loop (`bench/peer_pykeen.py`, in its own
-   virtualenv) is measured the same way, at 500 × 50 before the 500 × 50 configurations and
-   at 1000 × 100 before the 1000 × 100 ones, so each ratio compares the same batch and
-   negatives measured minutes apart; ``--rounds`` repeats the whole interleaved sequence.
-4. Reference A, in this process: a hand-written plain-TF step (per-triple negatives, XLA), the
-   prototype the project started from, compared with our baseline configuration.
-5. One JSON line; exit status 1 if any configuration spent more than 10% of its user CPU time
-   in the kernel (the allocator check).
+Each configuration (batch × negatives × negative mode) trains ComplEx dim 200 on FB15k-237
+through the real pipeline (tf.data sampler → `JoBiModel` → Keras ``fit``, Adam, XLA) for
+``--epochs`` full epochs, a timestamp after every batch, rated as every system is
+(`bench/_steady.py`: 10,000 positives of warm-up, then the median of 75,000-positive windows),
+with the CPU use of its ``fit``. With ``--peer-python`` PyKEEN (`bench/peer_pykeen.py`, its own
+virtualenv) is measured the same way just before our first configuration of its setting, so
+each ratio compares one batch and negatives minutes apart (``--rounds`` repeats the sequence).
+Also a hand-written plain-TF step, the prototype the project started from, beside our baseline.
+One JSON line; exit 1 if a configuration spent over 10% of its user CPU time in the kernel.
 
 Run:  JOBI_TF_DATA_DIR=../shared/datasets python bench/train_speed.py \
           --peer-python /path/to/benchvenv/bin/python
