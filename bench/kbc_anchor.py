@@ -28,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import Usage, data_dir, emit, kernel_check, machine, ratio_entry  # noqa: E402, I001
-from _clocks import BatchClock  # noqa: E402
+from train_speed import BatchClock  # noqa: E402
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -29,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from _ports import free_ports  # noqa: E402
 
 import jobi_tf  # noqa: E402, F401  (the pooled allocator, before TensorFlow starts)
 from jobi_tf.config import DataConfig, DistributeConfig, ModelConfig, RunConfig, SamplerConfig, TrainConfig  # noqa: E402
@@ -40,6 +40,18 @@ from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import LazyAdam  # noqa: E402
 from jobi_tf.sampling.pipelines import make_train_dataset, steps_per_epoch  # noqa: E402
 from jobi_tf.training.trainer import load_data, train  # noqa: E402
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports the kernel had free a moment ago (bound at once: distinct)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def config(epochs: int, ps_shards: int, checkpoint_steps: int = 0) -> RunConfig:

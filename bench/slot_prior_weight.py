@@ -3,14 +3,13 @@
 Why: a sampled run's ``--slot-prior W`` adds ``W · log(1 + count)`` of each entity in the asked
 slot to every score it ranks (`jobi_tf.models.slot_prior`), and its loss leaves the counts out,
 so the weight can be chosen after training without training again. This ranks the run's fixed
-validation sample (``--valid-sample``, the run's own when it had one) at each weight of a grid,
-keeps the best validation MRR (ties: the smaller weight), and ranks the whole test set with and
-without the counts, each split by answer on a replicated graph (hub / copied). float32 ranks.
+validation sample (``--valid-sample``, the run's own when it had one) at each weight of a grid
+(default: `jobi_tf.training.prior_weight.WEIGHTS`, what ``--choose-slot-prior`` tries), keeps the
+best validation MRR (ties: the smaller weight), and ranks the whole test set with and without the
+counts, each split by answer on a replicated graph (hub / copied), in float32. The run's own test
+and validations (with their cost) are kept beside (``run_metrics``).
 
 Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-tf train ..."
-
-The default weights are `jobi_tf.training.prior_weight.WEIGHTS`, what ``--choose-slot-prior``
-tries at the end of a run; this ranks the test set without the counts too.
 """
 
 from __future__ import annotations
@@ -32,6 +31,9 @@ from jobi_tf.datasets.loading import load_index  # noqa: E402
 from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample  # noqa: E402
 from jobi_tf.models.slot_prior import SparseSlotPrior  # noqa: E402
 from jobi_tf.training.prior_weight import WEIGHTS, best_weight  # noqa: E402
+
+#: What each validation of the run's history keeps here (inside and at the end of each epoch).
+KEPT = ("epoch", "step", "mrr", "hits@1", "hits@10", "valid_seconds", "epoch_seconds", "positives_per_second_median")
 
 
 def main() -> None:
@@ -87,6 +89,7 @@ def main() -> None:
             "test": headline(ran["test"]),
             "best_valid": headline(ran["valid"]),
             **{k: ran.get(k) for k in ("epochs", "best_epoch", "best_step", "train_seconds")},
+            "validations": [{k: h[k] for k in KEPT if k in h} for h in ran["history"]],
         }
     record.update(peak_rss_gib=round(peak_rss_gib(), 2), **provenance(__file__), versions=versions())
     emit(record)

@@ -28,7 +28,6 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import Usage, data_dir, emit, kernel_check, machine, peak_rss_gib, summary, window_rates  # noqa: E402, I001
-from _clocks import BatchClock  # noqa: E402
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -39,6 +38,17 @@ from jobi_tf.data.triples import read_split_folder  # noqa: E402
 from jobi_tf.models import JoBiModel  # noqa: E402
 from jobi_tf.optimizers import choose_optimizer, make_optimizer  # noqa: E402
 from jobi_tf.sampling.pipelines import make_train_dataset, steps_per_epoch  # noqa: E402
+
+
+class BatchClock(keras.callbacks.Callback):
+    """The clock after every batch, inside ``fit`` (for `_steady.window_rates`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends: list[float] = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ends.append(time.perf_counter())
 
 
 # name, batch, negatives, shared chunk, joint (and p 0.3), corrupt side
