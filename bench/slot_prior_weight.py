@@ -7,7 +7,8 @@ validation sample (``--valid-sample``, the run's own when it had one) at each we
 (default: `jobi_tf.training.prior_weight.WEIGHTS`, what ``--choose-slot-prior`` tries), keeps the
 best validation MRR (ties: the smaller weight), and ranks the whole test set with and without the
 counts, each split by answer on a replicated graph (hub / copied), in float32. The run's own test
-and validations (with their cost) are kept beside (``run_metrics``).
+and validations (with their cost) are kept beside (``run_metrics``). ``--neighbourhood V`` ranks
+the pairs (W, 0) and (W, V) as ``--choose-slot-prior`` does with ``--neighbourhood V``.
 
 Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-tf train ..."
 """
@@ -29,8 +30,9 @@ from jobi_tf.config import RunConfig  # noqa: E402
 from jobi_tf.config.runs import RunFolder  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
 from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample  # noqa: E402
+from jobi_tf.models.neighbourhood import Neighbourhood  # noqa: E402
 from jobi_tf.models.slot_prior import SparseSlotPrior  # noqa: E402
-from jobi_tf.training.prior_weight import WEIGHTS, best_weight  # noqa: E402
+from jobi_tf.training.prior_weight import WEIGHTS, WEIGHTS_WITH_NEIGHBOURHOOD, best_pair  # noqa: E402
 
 #: What each validation of the run's history keeps here (inside and at the end of each epoch).
 KEPT = ("epoch", "step", "mrr", "hits@1", "hits@10", "valid_seconds", "epoch_seconds", "positives_per_second_median")
@@ -40,9 +42,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, type=Path, help="a finished sampled run folder")
     parser.add_argument("--command", required=True, help="the jobi-tf train command that made it, as run")
-    parser.add_argument(
-        "--weights", default=",".join(f"{w:g}" for w in WEIGHTS), help="comma-separated weights W to try"
-    )
+    parser.add_argument("--weights", help="comma-separated weights W to try (default: --choose-slot-prior's)")
+    parser.add_argument("--neighbourhood", type=float, default=0.0, help="V: also rank each W with V x the term")
     parser.add_argument("--valid-sample", type=int, default=None, help="validation triples (default: the run's)")
     args = parser.parse_args()
 
@@ -53,21 +54,25 @@ def main() -> None:
     prior = SparseSlotPrior(0.0, index.num_entities, index.num_relations)
     prior.fill(index.train)
     evaluator = FilteredEvaluator(index, cfg.eval)
+    model.neighbourhood = near = Neighbourhood(index.train, index.num_entities, 0.0) if args.neighbourhood else None
     size = cfg.eval.valid_sample if args.valid_sample is None else args.valid_sample
     valid = validation_sample(index.valid, size)
 
-    def ranked(weight: float, triples) -> dict:
+    def ranked(weight: float, triples, v: float = 0.0) -> dict:
         prior.weight = weight
         model.prior = prior if weight else None  # 0: the plain one-pass ranking
+        if near is not None:
+            near.weight = v
         start = time.perf_counter()
         ranks = evaluator.ranks(model, triples)
-        out = {"weight": weight, **headline(evaluator.metrics_from_ranks(ranks))}
+        out = {"weight": weight, "neighbourhood": v, **headline(evaluator.metrics_from_ranks(ranks))}
         if hub is not None:
             out["parts"] = answer_parts(ranks, cfg.eval.rank_type, hub)
         return {**out, "seconds": round(time.perf_counter() - start, 1)}
 
-    grid = [ranked(float(w), valid) for w in args.weights.split(",")]
-    chosen = best_weight({v["weight"]: v["mrr"] for v in grid})  # --choose-slot-prior's rule
+    weights = args.weights.split(",") if args.weights else WEIGHTS_WITH_NEIGHBOURHOOD if near else WEIGHTS
+    grid = [ranked(float(w), valid, v) for w in weights for v in sorted({0.0, args.neighbourhood})]
+    chosen, chosen_v = best_pair({(g["weight"], g["neighbourhood"]): g["mrr"] for g in grid})  # the library's rule
     record = {
         "bench": "slot_prior_weight",
         "metric": "filtered MRR of a sampled run's best weights with W x log(1 + slot count) added, W chosen on "
@@ -78,8 +83,9 @@ def main() -> None:
         "valid_sample": len(valid),
         "valid_grid": grid,
         "chosen_weight": chosen,
+        "chosen_neighbourhood": chosen_v,
         "test_without_counts": ranked(0.0, index.test),
-        "test_with_counts": ranked(chosen, index.test),
+        "test_with_counts": ranked(chosen, index.test, chosen_v),
         "slot_count_entries": int(prior.keys.shape[0]),
     }
     if (args.run / "metrics.json").exists():  # the run's own test, at its command's weight

@@ -38,6 +38,7 @@ def evaluate(
     relations: bool,
     prior_weight: float | None,
     older_prior_weight: float | None,
+    neighbourhood: float | None,
     **flags,
 ) -> None:
     """Print MRR and Hits@1/3/10 (overall, head, tail) of RUN_DIR's best weights as JSON."""
@@ -50,10 +51,12 @@ def evaluate(
         weight = chosen_prior_weight(prior_weight, older_prior_weight)
         if weight is not None:
             run.use_slot_prior(weight)
+        if neighbourhood is not None:
+            run.use_neighbourhood(neighbourhood)
         metrics = run.evaluate(split, eval_config=eval_cfg, tails_only=tails_only, progress=not ctx.obj["quiet"])
         if relations:
             metrics["relation_prediction"] = run.evaluate_relations(split, eval_config=eval_cfg)
     if not per_relation:
         metrics.pop("per_relation")
     weight = run.model.prior.weight if run.model.prior is not None else 0.0
-    click.echo(json.dumps({"split": split, "slot_prior": weight, **metrics}))
+    click.echo(json.dumps({"split": split, "slot_prior": weight, "neighbourhood": run.neighbourhood_weight, **metrics}))

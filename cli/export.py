@@ -87,6 +87,7 @@ def export(
     export_base: str,
     prior_weight: float | None,
     older_prior_weight: float | None,
+    neighbourhood: float | None,
     **flags,
 ) -> None:
     """Export RUN_DIR's best weights (triple head only) to OUT/<version>/; print what was written as JSON.
@@ -106,6 +107,8 @@ def export(
         weight = chosen_prior_weight(prior_weight, older_prior_weight)
         if weight is not None:
             run.use_slot_prior(weight)
+        if neighbourhood is not None:
+            run.use_neighbourhood(neighbourhood)
         result = run.export(export_base, **dataclasses.asdict(cfg))
     checkpoint = RunFolder(run_dir).checkpoint
     summary = {

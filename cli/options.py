@@ -141,12 +141,22 @@ def eval_config(flags: dict) -> EvalConfig:
 
 def prior_weight_option(purpose: str) -> Callable:
     """``--prior-weight W`` of `evaluate` and `export`: a sampled run's weight of the slot counts in
-    place of its own ``--slot-prior`` (`jobi_tf.api.Run.use_slot_prior`, which checks it);
+    place of its own ``--slot-prior`` (`jobi_tf.api.Run.use_slot_prior`, which checks it), and
+    ``--neighbourhood V``, its neighbourhood term's (`jobi_tf.api.Run.use_neighbourhood`);
     ``purpose`` is the verb, "rank" or "serve". ``--slot-prior``, its older spelling, still works
     (hidden): commands printed in the docs' raw files use it."""
 
     def decorate(command: Callable) -> Callable:
         command = click.option("--slot-prior", "older_prior_weight", type=float, default=None, hidden=True)(command)
+        command = click.option(
+            "--neighbourhood",
+            type=float,
+            default=None,
+            metavar="V",
+            help=f"A sampled run: {purpose} with V x the neighbourhood term in place of the one it chose or trained "
+            "with (0: without it). Exports do not carry the term yet: export a run that ranks with it with "
+            "--neighbourhood 0.",
+        )(command)
         return click.option(
             "--prior-weight",
             type=float,

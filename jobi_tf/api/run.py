@@ -58,6 +58,7 @@ class Run:
         self._data = data
         self._scorers: dict[bool, Any] = {}
         self._evaluators: dict[Any, Any] = {}  # one per eval config: each compiles its own ranking step
+        self._neighbourhood_weight: float | None = None  # `use_neighbourhood`'s, else the run's own
 
     def __repr__(self) -> str:
         mrr = (self.metrics or {}).get("test", {}).get("mrr")
@@ -112,6 +113,7 @@ class Run:
         ``rank_type`` alone replaces that one setting; ``tails_only`` ranks tails only.
         """
         evaluator = self.evaluator(eval_config, rank_type)
+        self._attach_neighbourhood()
         if isinstance(split_or_triples, str):
             return evaluator.evaluate(self.model, split_or_triples, tails_only=tails_only, progress=progress)
         ids = self._encode_triples(split_or_triples)
@@ -182,9 +184,51 @@ class Run:
         self.model.prior = prior if weight else None
         self._scorers.clear()  # a scorer module holds the prior it was built with
 
+    def use_neighbourhood(self, weight: float) -> None:
+        """Rank with ``weight`` x the neighbourhood term (`jobi_tf.models.neighbourhood`) in place of
+        the run's ``--neighbourhood`` (or the weight its validation chose); 0 ranks without it.
+        Like the counts' weight, it is not trained, so any weight fits a sampled run's tables."""
+        from jobi_tf.config.fields import slot_prior_weight
+
+        self._neighbourhood_weight = slot_prior_weight(weight, "neighbourhood")
+        if self.model.neighbourhood is not None:
+            self.model.neighbourhood.weight = self._neighbourhood_weight
+
+    @property
+    def neighbourhood_weight(self) -> float:
+        """The neighbourhood term's weight the run ranks with: `use_neighbourhood`'s, else the one
+        validation chose (``neighbourhood.json``), else ``--neighbourhood`` (0: none)."""
+        from jobi_tf.models.neighbourhood import read_weight
+
+        if self._neighbourhood_weight is not None:
+            return self._neighbourhood_weight
+        chosen = read_weight(self.folder.neighbourhood) if self.config.train.neighbourhood else None
+        return self.config.train.neighbourhood if chosen is None else chosen
+
+    def _attach_neighbourhood(self) -> None:
+        """Give the model its neighbourhood term, built from the run's training triples, when it ranks with one."""
+        weight = self.neighbourhood_weight
+        if weight and self.model.neighbourhood is None:
+            from jobi_tf.models.neighbourhood import Neighbourhood
+
+            self.model.neighbourhood = Neighbourhood(self.data.index.train, len(self._entities), weight)
+        elif self.model.neighbourhood is not None:
+            self.model.neighbourhood.weight = weight
+
+    def _check_servable(self) -> None:
+        """Exports and predictions score without the neighbourhood term: refuse a run that ranks with
+        it, rather than serve other answers than were measured (issue 79's lesson)."""
+        if self.neighbourhood_weight:
+            raise JobiError(
+                f"{self.path} ranks with the neighbourhood score (v = {self.neighbourhood_weight:g}), which exports "
+                "and predictions do not carry yet; pass --neighbourhood 0 (Run.use_neighbourhood(0)) to serve "
+                "it without, and measure that with `jobi-tf evaluate RUN --neighbourhood 0`"
+            )
+
     # -- predictions (the export's code) ----------------------------------------------------
     def _scorer(self, filter_known: bool):
         """The export's `TripleScorerModule` over this run's tables (one per filter setting)."""
+        self._check_servable()
         if filter_known not in self._scorers:
             from jobi_tf.export.savedmodel import known_facts
             from jobi_tf.export.scorer_module import scorer_module
@@ -257,6 +301,7 @@ class Run:
         """
         from jobi_tf.export.savedmodel import export_run
 
+        self._check_servable()
         with python_errors():
             cfg = ExportConfig(**export_settings)
         train_triples = self.data.index.train if cfg.filter_known or cfg.typed else None

@@ -56,6 +56,7 @@ class RunFolder:
     previous_checkpoint = property(lambda self: self.path / "checkpoint.previous.npz")
     best_weights = property(lambda self: self.path / "best.weights.npz")
     slot_counts = property(lambda self: self.path / "slot_counts.npz")  # a sampled run's --slot-prior counts
+    neighbourhood = property(lambda self: self.path / "neighbourhood.json")  # its chosen --neighbourhood weight
     metrics = property(lambda self: self.path / "metrics.json")
     tensorboard = property(lambda self: self.path / "tensorboard")
     data = property(lambda self: self.path / "data")

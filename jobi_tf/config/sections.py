@@ -144,6 +144,8 @@ class TrainConfig:
             validation MRR (the loss left the counts out, so any weight fits the tables); the
             test, ``load_run`` and the export use it. Why: the best weight fell as the tables
             learned more (0.25 on FB15k-237, 0.5 at 1.85M entities; docs/replicated-graph.md).
+        neighbourhood: sampled: ``v > 0`` adds ``v · log(1 + 10 · RA(h, t))`` to every score ranked
+            (`jobi_tf.models.neighbourhood`); ``choose_slot_prior`` chooses 0 or ``v``. 0 = off.
         relation_prediction: weight of the auxiliary relation-prediction loss, a softmax over
             the relations for ``(h, ?, t)`` (Chen et al., 2021; 0 = off).
         alpha: weight of the pair loss (only with ``joint``).
@@ -225,6 +227,14 @@ class TrainConfig:
         False,
         "With a sampled loss and --slot-prior: after training, choose the counts' weight among 0, 0.25, 0.5, 1 "
         "and 2 by the validation MRR; the test and the export use it.",
+    )
+    neighbourhood: float = setting(
+        0.0,
+        "With a sampled loss: add V x log(1 + 10 x RA(h, t)) to every score ranked, RA being resource allocation "
+        "over the undirected training graph; --choose-slot-prior then chooses 0 or V on validation. Ranking only: "
+        "exports do not carry it yet (0 = off).",
+        metavar="V",
+        bounds=NOT_NEGATIVE,
     )
     relation_prediction: float = setting(
         0.0,

@@ -58,6 +58,7 @@ class BlockRanker:
         allowed: np.ndarray | None = None,
         offsets: tf.Tensor | None = None,
         products=None,
+        target_shift: np.ndarray | None = None,
     ) -> BlockCounts:
         """Counts of ``B`` queries over every block.
 
@@ -72,11 +73,14 @@ class BlockRanker:
             allowed: bool ``[B, E]`` candidates to rank (type-aware ranking), or None for all.
             offsets: float32 ``[B, E]`` added to the scores (the model's slot prior), or None.
             products: `product_table` of ``table`` (made here when not given).
+            target_shift: float32 ``(B,)`` added to each target's score before its rivals are
+                counted against it (the neighbourhood score's term at the target,
+                `jobi_tf.evaluation.neighbourhood`), or None.
         """
         several = len(blocks) > 1 or self.one_pass.dtype != "float32"  # one block: no first pass to save
         if several and allowed is None and self.one_pass.handles(scorer):
             products = self.product_table(table) if products is None else products
-            counts = self.one_pass.count(q, products, filtered, targets, blocks, offsets)
+            counts = self.one_pass.count(q, products, filtered, targets, blocks, offsets, target_shift)
             if counts is not None:
                 return counts
         if several and not self._warned and not self.one_pass.handles(scorer):
@@ -89,18 +93,23 @@ class BlockRanker:
         elif self.one_pass.dtype != "float32" and not self._warned:
             self._warned = True
             logger.warning("bfloat16 ranking needs a dot-product scorer without --restrict; ranking in float32")
-        return self._count_two_pass(scorer, q, table, filtered, targets, blocks, allowed, offsets)
+        return self._count_two_pass(scorer, q, table, filtered, targets, blocks, allowed, offsets, target_shift)
 
-    def _count_two_pass(self, scorer, q, table, filtered, targets, blocks, allowed=None, offsets=None) -> BlockCounts:
-        """`count` by the general route: the target's score read in a first pass."""
+    def _count_two_pass(
+        self, scorer, q, table, filtered, targets, blocks, allowed=None, offsets=None, target_shift=None
+    ) -> BlockCounts:
+        """`count` by the general route: the target's score read in a first pass (with one
+        block and no shift, read while counting)."""
         rows, cols = filtered
-        if len(blocks) == 1:
+        if len(blocks) == 1 and target_shift is None:
             target_scores, target_cols = tf.zeros(len(targets), table.dtype), targets
         else:
             target_scores, target_cols = (
                 self._target_scores(scorer, q, table, targets, blocks, offsets),
                 np.full(len(targets), -1),
             )
+            if target_shift is not None:
+                target_scores = target_scores + np.asarray(target_shift, np.float32)
         counts = BlockCounts(len(targets))
         for lo, hi in blocks:
             inside = (cols >= lo) & (cols < hi)

@@ -67,24 +67,24 @@ class OnePassCounter:
         dense = tf.convert_to_tensor(table)
         return dense if self.dtype == "float32" else tf.cast(dense, tf.bfloat16)
 
-    def count(self, q, products, filtered, targets, blocks, offsets=None) -> BlockCounts | None:
+    def count(self, q, products, filtered, targets, blocks, offsets=None, target_shift=None) -> BlockCounts | None:
         """The counts of one batch, or None where a target's score came out otherwise in its
         own tile than in the product that gave it beforehand (the caller then counts again).
-        ``offsets``: ``[B, E]`` added to the products (the slot prior, sliced a tile at a time:
-        module docstring), or None."""
+        ``offsets``: ``[B, E]`` added to the products (the slot prior, a tile at a time: module
+        docstring); ``target_shift``: ``(B,)`` added to each target's total; either may be None."""
         q = tf.convert_to_tensor(q, tf.float32)
         qp = tf.cast(q, tf.bfloat16) if self.dtype == "bfloat16" else q
         targets = np.asarray(targets, np.int64)
         tiles = _tiles(blocks)
         width = max(hi - lo for lo, hi in tiles)
         value = self._target_scores(qp, products, targets, width)
-        target = tf.constant(total := value if offsets is None else value + _at_targets(offsets, targets))
+        total = value if offsets is None else value + _at_targets(offsets, targets)
+        target = tf.constant(total := total if target_shift is None else total + np.float32(target_shift))
         rows, cols = (np.asarray(a, np.int64) for a in filtered)
         order = np.argsort(cols, kind="stable")
         rows, cols, factors = rows[order], cols[order], None if offsets is None else _Factors(offsets, tiles)
         size = len(targets)
-        greater = np.zeros(size, np.float64)
-        at_least = np.zeros(size, np.float64)
+        greater, at_least = np.zeros(size, np.float64), np.zeros(size, np.float64)
         best = np.full(size, -np.inf, np.float32)
         rival = np.zeros(size, np.int64)
         read = np.full(size, np.nan, np.float32)

@@ -42,6 +42,7 @@ from jobi_tf.data.index import CSR, KGIndex
 from jobi_tf.data.keys import pack, sorted_contains
 from jobi_tf.evaluation.block_ranking import BlockRanker
 from jobi_tf.evaluation.counts import BlockCounts, entity_blocks
+from jobi_tf.evaluation.neighbourhood import NeighbourhoodTerms
 from jobi_tf.models.tables import pair_score_threshold
 from jobi_tf.runtime.errors import ConfigError
 from jobi_tf.runtime.types import HEAD, RELATION, TAIL
@@ -208,10 +209,14 @@ class FilteredEvaluator:
                 offsets = prior.heads(triples[:, RELATION], triples[:, TAIL])
         targets = np.asarray(targets, np.int64)
         blocks = entity_blocks(self.index.num_entities, self.cfg.chunk_size)
-        # every known answer is filtered, the true one included
-        counts = self._ranker.count(
-            model.scorer, q, model.entity_embeddings, known.lookup(keys), targets, blocks, allowed, offsets, products
-        )
+        filtered = known.lookup(keys)  # every known answer, the true one included
+        given = triples[:, HEAD] if is_tail else triples[:, TAIL]
+        terms = NeighbourhoodTerms.of(model, given, targets, filtered, allowed)
+        table, shift = model.entity_embeddings, None if terms is None else terms.target_shift
+        ranker = self._ranker
+        counts = ranker.count(model.scorer, q, table, filtered, targets, blocks, allowed, offsets, products, shift)
+        if terms is not None:
+            counts = terms.correct(counts, model.scorer, q, table, offsets)
         return self._outcome(counts, targets, allowed)
 
     def _outcome(

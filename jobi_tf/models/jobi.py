@@ -132,7 +132,7 @@ class JoBiModel(TableQueries, DistributedModel):
         self.penalty = regularizers.get(regularizer, relation_penalty=relation_penalty)
         self.regularization, self.relation_penalty = regularization, relation_penalty
         self.regularizer = regularizer if isinstance(regularizer, str) else None  # (the config's name)
-        self.table_shards, self.prior = table_shards, None
+        self.table_shards, self.prior, self.neighbourhood = table_shards, None, None  # (set by whoever ranks)
         if table_shards:
             self._check_shardable(slot_prior)
         self._make_tables(table_shards, table_seed, slot_prior)

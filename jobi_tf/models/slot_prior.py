@@ -336,6 +336,12 @@ class SlotOffsets:
         """``[B]``: each query's offset at one entity, by the expression of ``[:, lo:hi]``."""
         return self.prior.weight * self.prior._at(self.slots, entities) + self.shift
 
+    def pairs_at(self, rows, entities) -> tf.Tensor:
+        """``[n]``: query ``rows[i]``'s offset at ``entities[i]`` (int64 ``[n]`` each), by the
+        expression of ``[:, lo:hi]``."""
+        slots = tf.gather(tf.cast(self.slots, tf.int64), rows)
+        return self.prior.weight * self.prior._at(slots, entities) + tf.gather(self.shift, rows)
+
     def dense(self) -> tf.Tensor:
         """The whole ``[B, E]``."""
         return self[:, :]

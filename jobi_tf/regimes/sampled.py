@@ -10,7 +10,7 @@ __all__ = ["Sampled", "REGIME"]
 
 class Sampled(Regime):
     name = SAMPLED
-    options = ("pair_every", "slot_prior", "slot_prior_in_loss", "choose_slot_prior")
+    options = ("pair_every", "slot_prior", "slot_prior_in_loss", "choose_slot_prior", "neighbourhood")
     samples_negatives = True
 
 

@@ -1,4 +1,4 @@
-"""A sampled run's slot-prior weight, chosen on validation once its tables are trained.
+"""A sampled run's slot-prior weight (and neighbourhood weight), chosen on validation once its tables are trained.
 
 Why after training: a sampled loss leaves the slot counts out (`jobi_tf.models.slot_prior`), so
 the trained tables are the same whatever weight ``W`` the counts get, and ``W`` can be chosen
@@ -6,6 +6,10 @@ the way any setting is, by validation, at the cost of a few rankings of the vali
 instead of a run per value. It matters: the weight that ranked best fell as the tables learned
 more (FB15k-237: 0.25, where the command's 1 lost 0.015 test MRR; 1.85M entities after three
 epochs: 0.5; docs/replicated-graph.md).
+
+With ``--neighbourhood v`` the pairs ``(W, 0)`` and ``(W, v)`` are ranked, ``W`` over a finer
+grid (`WEIGHTS_WITH_NEIGHBOURHOOD`): with the neighbourhood's term the best ``W`` at 1.85M
+entities fell between the grid's points (0.375 in two runs of three; docs/replicated-graph.md).
 """
 
 from __future__ import annotations
@@ -15,12 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["WEIGHTS", "best_weight", "choose_prior_weight"]
+from jobi_tf.models.neighbourhood import save_weight
+
+__all__ = ["WEIGHTS", "WEIGHTS_WITH_NEIGHBOURHOOD", "best_weight", "best_pair", "choose_prior_weight"]
 
 logger = logging.getLogger(__name__)
 
 #: The weights tried: 0 (the tables alone) to 2 (the counts above the tables).
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)
+#: The counts' weights tried beside a neighbourhood weight.
+WEIGHTS_WITH_NEIGHBOURHOOD = (0.0, 0.25, 0.375, 0.5, 0.75, 1.0, 2.0)
 
 
 def best_weight(mrr: dict[float, float]) -> float:
@@ -28,25 +36,52 @@ def best_weight(mrr: dict[float, float]) -> float:
     return max(mrr, key=lambda w: (mrr[w], -w))
 
 
-def choose_prior_weight(model, evaluator, triples: np.ndarray, counts_path: Path) -> dict:
-    """Rank ``triples`` (the run's validation sample) at each of `WEIGHTS` and keep the best MRR
-    (ties: the smaller weight) as ``model.prior``'s weight, also in ``counts_path`` (the run's
-    ``slot_counts.npz``, which `jobi_tf.api.load_run` reads). Returns the MRR of each weight and
-    the choice, for ``metrics.json``."""
-    prior = model.prior
+def best_pair(mrr: dict[tuple[float, float], float]) -> tuple[float, float]:
+    """The ``(W, v)`` of the highest MRR; ties go to the smaller ``W``, then the smaller ``v``."""
+    return max(mrr, key=lambda pair: (mrr[pair], -pair[0], -pair[1]))
+
+
+def choose_prior_weight(model, evaluator, triples: np.ndarray, counts_path: Path, neighbourhood_path: Path) -> dict:
+    """Rank ``triples`` (the run's validation sample) at each of `WEIGHTS` (with a neighbourhood
+    score, each of `WEIGHTS_WITH_NEIGHBOURHOOD` with and without it) and keep the best MRR (ties:
+    the smaller weights) as ``model.prior``'s weight, also in ``counts_path`` (the run's
+    ``slot_counts.npz``, which `jobi_tf.api.load_run` reads), and the neighbourhood's in
+    ``neighbourhood_path``. Returns the MRR of each choice and the choice, for ``metrics.json``."""
+    prior, near = model.prior, getattr(model, "neighbourhood", None)
+    given = near.weight if near is not None else 0.0
+    grid = [(w, 0.0) for w in WEIGHTS]
+    if given:
+        grid = [(w, v) for w in WEIGHTS_WITH_NEIGHBOURHOOD for v in (0.0, given)]
     mrr = {}
-    for weight in WEIGHTS:
-        prior.weight = weight
-        model.prior = prior if weight else None  # 0: the tables alone
-        mrr[weight] = evaluator.evaluate(model, "valid", triples=triples)["mrr"]
-    chosen = best_weight(mrr)
-    prior.weight = chosen
-    model.prior = prior if chosen else None
+    for weight, v in grid:
+        _use(model, prior, near, weight, v)
+        mrr[weight, v] = evaluator.evaluate(model, "valid", triples=triples)["mrr"]
+    chosen, chosen_v = best_pair(mrr)
+    _use(model, prior, near, chosen, chosen_v)
     prior.save(counts_path)
+    if near is not None:
+        save_weight(neighbourhood_path, chosen_v)
     logger.info(
-        "slot prior: W = %g chosen on %d validation triples (MRR %s)",
+        "slot prior: W = %g%s chosen on %d validation triples (MRR %s)",
         chosen,
+        f", neighbourhood v = {chosen_v:g}" if given else "",
         len(triples),
-        ", ".join(f"{w:g}: {m:.4f}" for w, m in mrr.items()),
+        ", ".join(f"{_label(w, v, given)}: {m:.4f}" for (w, v), m in mrr.items()),
     )
-    return {"valid_mrr": {f"{w:g}": m for w, m in mrr.items()}, "chosen": chosen, "valid_triples": len(triples)}
+    out = {"valid_mrr": {_label(w, v, given): m for (w, v), m in mrr.items()}, "chosen": chosen}
+    if given:
+        out["neighbourhood"] = chosen_v
+    return {**out, "valid_triples": len(triples)}
+
+
+def _use(model, prior, near, weight: float, v: float) -> None:
+    """Rank with ``weight`` x the counts and ``v`` x the neighbourhood term (0: left out)."""
+    prior.weight = weight
+    model.prior = prior if weight else None  # 0: the tables alone
+    if near is not None:
+        near.weight = v
+
+
+def _label(weight: float, v: float, given: float) -> str:
+    """``metrics.json``'s key: the weight alone as before, ``"W,v"`` with a neighbourhood."""
+    return f"{weight:g}" if not given else f"{weight:g},{v:g}"

@@ -33,6 +33,7 @@ from jobi_tf.distributed.strategy import configure_devices, is_chief, make_strat
 from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample
 from jobi_tf.growth.warm_start import carry_over, plan_growth
 from jobi_tf.models import JoBiModel
+from jobi_tf.models.neighbourhood import Neighbourhood
 from jobi_tf.optimizers import choose_optimizer
 from jobi_tf.optimizers import make_optimizer as _new_optimizer
 from jobi_tf.regimes import checks
@@ -257,6 +258,8 @@ def _build_or_restore(cfg, plan, run_dir, index, strategy, growth):
             model.prior.fill(index.train)
             if not model.prior.in_loss and is_chief(strategy):  # sparse counts: beside the weights, for `load_run`
                 model.prior.save(folder.slot_counts)
+        if cfg.train.neighbourhood:  # ranking's term, from this graph's training triples
+            model.neighbourhood = Neighbourhood(index.train, index.num_entities, cfg.train.neighbourhood)
         restored = restore(folder, model, optimizer)  # the newest good saved state, or None
         state = restored or LoopState()
         if restored is not None:
@@ -318,7 +321,7 @@ def _finish(model: JoBiModel, evaluator: FilteredEvaluator, run_dir: Path, state
     chosen = None
     if cfg.train.choose_slot_prior:  # before the test: the test ranks with the chosen weight
         sample = validation_sample(evaluator.index.valid, cfg.eval.valid_sample)
-        chosen = choose_prior_weight(model, evaluator, sample, folder.slot_counts)
+        chosen = choose_prior_weight(model, evaluator, sample, folder.slot_counts, folder.neighbourhood)
     metrics = {
         "valid": state.best_valid,
         "test": evaluator.evaluate(model, "test"),

@@ -1,0 +1,108 @@
+"""Ranking with the neighbourhood score (`jobi_tf.models.neighbourhood`), by a correction of the counts.
+
+Why a correction and not an offset: the score is nonzero only for the entities two steps from
+the query's given entity (a few thousand of 1.85M), different for every query, so it does not
+fit the one-pass count's offsets (rows shared by a batch's slots). With ``n(e)`` the term, ``b(e)``
+every other part of the score and ``a`` the answer, the answer's total is ``T = b(a) + n(a)``
+and its rivals are counted in two parts:
+
+- every entity, at ``b``, against ``T``: the usual count, the target's score shifted by ``n(a)``
+  (`jobi_tf.evaluation.block_ranking.BlockRanker.count`'s ``target_shift``);
+- then, for the reached entities alone, the count at ``b`` is taken back and the count at
+  ``b + n`` put in its place.
+
+The reached entities' ``b`` is recomputed here by the scorer (the same expression, products of
+another shape), so a rival within a float's last bit of ``T`` may be counted on the other side
+of it: a rank off by one, at most, on such a tie.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from jobi_tf.evaluation.counts import BlockCounts
+
+__all__ = ["NeighbourhoodTerms"]
+
+
+class NeighbourhoodTerms:
+    """One batch's reached entities and their terms (``v`` applied), and the counts' correction.
+
+    Args:
+        neighbourhood: the model's `jobi_tf.models.neighbourhood.Neighbourhood`.
+        given: int ``(B,)`` each query's given entity (the head of a tail query, and so on).
+        targets: int ``(B,)`` each query's answer.
+        filtered: ``(rows, cols)``: the (query, entity) pairs the filter ignores, targets included.
+        allowed: bool ``[B, E]`` candidates (type-aware ranking), or None for all.
+    """
+
+    def __init__(self, neighbourhood, given, targets, filtered, allowed=None) -> None:
+        weight = np.float32(neighbourhood.weight)
+        rows, cols = (np.asarray(a, np.int64) for a in filtered)
+        order = np.lexsort((cols, rows))
+        rows, cols = rows[order], cols[order]
+        bounds = np.searchsorted(rows, np.arange(len(given) + 1))
+        self.ids, self.terms, self.target_shift = [], [], np.zeros(len(given), np.float32)
+        for b, (x, answer) in enumerate(zip(np.asarray(given), np.asarray(targets), strict=True)):
+            ids, values = neighbourhood.reach(int(x))
+            terms = weight * values
+            at = np.searchsorted(ids, answer)
+            if at < len(ids) and ids[at] == answer:
+                self.target_shift[b] = terms[at]
+            keep = ~np.isin(ids, cols[bounds[b] : bounds[b + 1]], assume_unique=True)
+            if allowed is not None:
+                keep &= allowed[b, ids]
+            self.ids.append(ids[keep])
+            self.terms.append(terms[keep])
+
+    @classmethod
+    def of(cls, model, given, targets, filtered, allowed=None) -> NeighbourhoodTerms | None:
+        """The batch's terms when ``model`` ranks with a neighbourhood term (weight > 0), else None."""
+        near = getattr(model, "neighbourhood", None)
+        return cls(near, given, targets, filtered, allowed) if near is not None and near.weight > 0 else None
+
+    def correct(self, counts: BlockCounts, scorer, q, table, offsets=None) -> BlockCounts:
+        """``counts`` (made with `target_shift`) with every reached entity counted at its total."""
+        owner = np.repeat(np.arange(len(self.ids)), [len(i) for i in self.ids])
+        if not len(owner):
+            return counts
+        ids, terms = np.concatenate(self.ids), np.concatenate(self.terms)
+        base = _scores(scorer, q, table, offsets, owner, ids)
+        total = base + terms
+        target = counts.target_score[owner]
+        size = len(self.ids)
+
+        def moved(now, before):  # per query: how many pass the test at the total, less at the base
+            return np.bincount(owner, now.astype(np.float64) - before, minlength=size)
+
+        counts.greater += moved(total > target, base > target)
+        counts.equal += moved(total == target, base == target)
+        # The best total per query, the lowest id on ties (ids are sorted within a query).
+        order = np.lexsort((ids, -total, owner))
+        first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
+        b, best, best_id = owner[first], total[first], ids[first]
+        better = (best > counts.rival_score[b]) | ((best == counts.rival_score[b]) & (best_id < counts.rival[b]))
+        counts.rival_score[b[better]], counts.rival[b[better]] = best[better], best_id[better]
+        return counts
+
+
+def _scores(scorer, q, table, offsets, owner: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """float32: the score of query ``owner[i]`` at entity ``ids[i]``, its offsets (slot prior)
+    added. A dot-product scorer: each a row's product; any other: its candidates, query by query."""
+    ids_t, owner_t = tf.constant(ids, tf.int64), tf.constant(owner, tf.int64)
+    rows = table.gather(ids_t) if hasattr(table, "gather") else tf.gather(table, ids_t)
+    if scorer.dot_product:
+        scores = tf.reduce_sum(tf.gather(tf.convert_to_tensor(q), owner_t) * rows, axis=1)
+    else:
+        bounds = np.searchsorted(owner, np.arange(owner[-1] + 2))
+        parts = [
+            scorer.score_candidates(q[b : b + 1], rows[bounds[b] : bounds[b + 1]])[0] for b in range(len(bounds) - 1)
+        ]
+        scores = tf.concat(parts, axis=0)
+    scores = tf.cast(scores, tf.float32)
+    if offsets is None:
+        return scores.numpy()
+    if hasattr(offsets, "pairs_at"):
+        return (scores + offsets.pairs_at(owner_t, ids_t)).numpy()
+    return (scores + tf.gather_nd(offsets, tf.stack([owner_t, ids_t], axis=1))).numpy()
