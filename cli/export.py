@@ -123,5 +123,6 @@ def export(
         "cells": cfg.cells,
         "table_dtype": cfg.table_dtype,
         "slot_prior": run.model.prior.weight if run.model.prior is not None else 0.0,
+        "neighbourhood": run.neighbourhood_weight,
     }
     click.echo(json.dumps(summary))

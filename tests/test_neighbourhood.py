@@ -9,14 +9,15 @@ import json
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from references import all_scores, slot_log_counts_by_loop
 
 from jobi_tf.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
 from jobi_tf.data.index import index_from_ids
-from jobi_tf.evaluation.ranking import FilteredEvaluator, tie_ranks
+from jobi_tf.evaluation.ranking import FilteredEvaluator, tie_ranks, validation_sample
 from jobi_tf.models import JoBiModel
 from jobi_tf.models import neighbourhood as nb
-from jobi_tf.runtime.errors import ConfigError, JobiError
+from jobi_tf.runtime.errors import ConfigError, ExportError, JobiError
 
 E, R = 40, 3
 
@@ -144,11 +145,12 @@ def _cfg(**train) -> RunConfig:
         data=DataConfig(dataset="synthetic"),
         model=ModelConfig(model="complex", dim=8, reciprocal=True),
         train=TrainConfig(**{**base, **train}),
+        eval=EvalConfig(valid_sample=200),  # 14 rankings of it
         seed=5,
     )
 
 
-def test_a_run_chooses_both_weights_on_validation_ranks_with_them_again_and_refuses_to_serve_them(tmp_path):
+def test_a_run_chooses_both_weights_on_validation_and_ranks_with_them_again(tmp_path):
     from jobi_tf.api.run import load_run
     from jobi_tf.training import prior_weight
     from jobi_tf.training.trainer import train
@@ -164,18 +166,28 @@ def test_a_run_chooses_both_weights_on_validation_ranks_with_them_again_and_refu
     run = load_run(tmp_path / "run")
     assert run.neighbourhood_weight == best[1]
     assert run.evaluate("test")["mrr"] == pytest.approx(result.metrics["test"]["mrr"], rel=1e-6)
-    assert run.evaluate("valid")["mrr"] == pytest.approx(pairs[best], rel=1e-6)
+    sample = validation_sample(run.data.index.valid, 200)  # what the choice ranked
+
+    def valid_mrr() -> float:
+        return run.evaluator().evaluate(run.model, "valid", triples=sample)["mrr"]
+
+    assert valid_mrr() == pytest.approx(pairs[best], rel=1e-6)
     run.use_neighbourhood(1.0)
     run.use_slot_prior(best[0])
-    with_term = run.evaluate("valid")["mrr"]
-    assert with_term == pytest.approx(pairs[best[0], 1.0], rel=1e-6)
-    with pytest.raises(JobiError, match="--neighbourhood 0"):
-        run.export(tmp_path / "export")
-    with pytest.raises(JobiError, match="neighbourhood score"):
-        run.predict_tails(run.entities[0], run.relations[0])
+    assert valid_mrr() == pytest.approx(pairs[best[0], 1.0], rel=1e-6)
     run.use_neighbourhood(0)
-    assert run.evaluate("valid")["mrr"] == pytest.approx(pairs[best[0], 0.0], rel=1e-6)
-    run.export(tmp_path / "export")  # without the term, as asked
+    assert valid_mrr() == pytest.approx(pairs[best[0], 0.0], rel=1e-6)
+    run.use_neighbourhood(1.0)
+    with pytest.raises(ExportError, match="--cells: the approximate signatures do not walk"):
+        run.export(tmp_path / "export", cells=4)
+    rows = [[run.entities[i], run.relations[i % 3], run.entities[-i]] for i in range(1, 6)]
+    exported = tf.saved_model.load(str(run.export(tmp_path / "export").path))  # the graph travels with it
+    columns = {name: tf.constant([row[i] for row in rows]) for i, name in enumerate(("head", "relation", "tail"))}
+    served = exported.signatures["score"](**columns)
+    run.use_neighbourhood(0)
+    assert not np.allclose(served["score"].numpy(), run.score(rows))  # the term is in what is served
+    run.use_neighbourhood(1.0)
+    np.testing.assert_allclose(served["score"].numpy(), run.score(rows), rtol=1e-6)
     with pytest.raises(ConfigError, match="neighbourhood"):
         run.use_neighbourhood(-1)
 
@@ -192,3 +204,63 @@ def test_the_weight_file_and_the_setting_are_checked_in_one_line(tmp_path):
         from jobi_tf.regimes.checks import check
 
         check(dataclasses.replace(_cfg(), train=TrainConfig(loss="full-softmax", neighbourhood=1.0)))
+
+
+def _served_model(index, weight: float = 0.8):
+    model = JoBiModel(num_entities=E, num_relations=R, model="complex", dim=4, loss="sampled-softmax", slot_prior=0.5)
+    model.prior.fill(index.train)
+    model.neighbourhood = nb.Neighbourhood(index.train, E, weight=weight)
+    model.triple_relations.assign(4.0 * model.triple_relations.numpy())
+    return model
+
+
+@pytest.mark.parametrize("cap", [2000, 6])
+def test_the_export_walks_the_graph_to_the_same_terms(cap, monkeypatch):
+    from jobi_tf.export.served_neighbourhood import ServedNeighbourhood
+
+    monkeypatch.setattr(nb, "MAX_DEGREE", cap)
+    index = _graph()
+    near = nb.Neighbourhood(index.train, E, weight=0.8)
+    rows, ids, terms = (t.numpy() for t in ServedNeighbourhood(near).reach(np.arange(E)))
+    served = np.zeros((E, E), np.float32)
+    served[rows, ids] = terms
+    np.testing.assert_array_equal(served, np.stack([near.dense(x) for x in range(E)]))
+    new_id = np.random.default_rng(0).permutation(E)
+    moved = near.renumbered(new_id)  # the same graph, other numbers (an approximate export's)
+    for x in range(E):
+        ids, values = near.reach(x)
+        got_ids, got_values = moved.reach(new_id[x])
+        order = np.argsort(new_id[ids])
+        np.testing.assert_array_equal(got_ids, new_id[ids][order])
+        np.testing.assert_allclose(got_values, values[order], rtol=1e-6)
+
+
+def test_the_exact_signatures_score_and_rank_with_the_term():
+    from jobi_tf.export.scorer_module import scorer_module
+
+    index = _graph()
+    model = _served_model(index)
+    names = [str(i) for i in range(E)]
+    vocab = _vocab_files(names, [str(r) for r in range(R)])
+    module = scorer_module(model, *vocab)
+    counts = slot_log_counts_by_loop(index.train, E, R)
+    terms = np.stack([model.neighbourhood.dense(x) for x in range(E)]).astype(np.float64)
+    total = all_scores("complex", model.entity_embeddings.numpy(), model.triple_relations.numpy())
+    total = total + 0.5 * (counts[None, :R, :] + counts[R:, :, None].transpose(1, 0, 2)) + terms[:, None, :]
+    h, r, t = (index.test[:, i] for i in range(3))
+    got = module.score(*(tf.constant([str(x) for x in col]) for col in (h, r, t)))["score"].numpy()
+    np.testing.assert_allclose(got, total[h, r, t], rtol=1e-5, atol=1e-5)
+    out = module.predict_tail(tf.constant([str(x) for x in h]), tf.constant([str(x) for x in r]), tf.constant(E))
+    np.testing.assert_allclose(out["scores"].numpy(), -np.sort(-total[h, r], axis=1), rtol=1e-5, atol=1e-5)
+    heads = module.predict_head(tf.constant([str(x) for x in r]), tf.constant([str(x) for x in t]), tf.constant(E))
+    np.testing.assert_allclose(heads["scores"].numpy(), -np.sort(-total[:, r, t].T, axis=1), rtol=1e-5, atol=1e-5)
+
+
+def _vocab_files(entities, relations):
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp())
+    (folder / "e.txt").write_text("\n".join(entities) + "\n")
+    (folder / "r.txt").write_text("\n".join(relations) + "\n")
+    return str(folder / "e.txt"), str(folder / "r.txt")

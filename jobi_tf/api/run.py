@@ -191,8 +191,8 @@ class Run:
         from jobi_tf.config.fields import slot_prior_weight
 
         self._neighbourhood_weight = slot_prior_weight(weight, "neighbourhood")
-        if self.model.neighbourhood is not None:
-            self.model.neighbourhood.weight = self._neighbourhood_weight
+        self._attach_neighbourhood()
+        self._scorers.clear()  # a scorer module holds the term it was built with
 
     @property
     def neighbourhood_weight(self) -> float:
@@ -215,20 +215,10 @@ class Run:
         elif self.model.neighbourhood is not None:
             self.model.neighbourhood.weight = weight
 
-    def _check_servable(self) -> None:
-        """Exports and predictions score without the neighbourhood term: refuse a run that ranks with
-        it, rather than serve other answers than were measured (issue 79's lesson)."""
-        if self.neighbourhood_weight:
-            raise JobiError(
-                f"{self.path} ranks with the neighbourhood score (v = {self.neighbourhood_weight:g}), which exports "
-                "and predictions do not carry yet; pass --neighbourhood 0 (Run.use_neighbourhood(0)) to serve "
-                "it without, and measure that with `jobi-tf evaluate RUN --neighbourhood 0`"
-            )
-
     # -- predictions (the export's code) ----------------------------------------------------
     def _scorer(self, filter_known: bool):
         """The export's `TripleScorerModule` over this run's tables (one per filter setting)."""
-        self._check_servable()
+        self._attach_neighbourhood()  # served as ranked
         if filter_known not in self._scorers:
             from jobi_tf.export.savedmodel import known_facts
             from jobi_tf.export.scorer_module import scorer_module
@@ -301,7 +291,7 @@ class Run:
         """
         from jobi_tf.export.savedmodel import export_run
 
-        self._check_servable()
+        self._attach_neighbourhood()
         with python_errors():
             cfg = ExportConfig(**export_settings)
         train_triples = self.data.index.train if cfg.filter_known or cfg.typed else None

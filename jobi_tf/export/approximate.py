@@ -70,6 +70,11 @@ class ApproximateScorerModule(TripleScorerModule):
         super().__init__(*args, **kwargs)
         if not self._scorer.dot_product:
             raise ExportError(not_a_dot_product(self._scorer, "--cells"))
+        if self.neighbourhood is not None:
+            raise ExportError(
+                "--cells: the approximate signatures do not walk the neighbourhood term yet; export the run "
+                "without --cells, or with --neighbourhood 0 (it then serves other answers than were measured)"
+            )
         self.cells = CellIndex(cells)
         self.slot_cells = None
         if self.slot_prior is not None:

@@ -35,8 +35,10 @@ import tensorflow as tf
 from jobi_tf.data.index import CSR
 from jobi_tf.evaluation.calibration import Calibration
 from jobi_tf.export import served_tables as served
+from jobi_tf.export.served_neighbourhood import ServedNeighbourhood
 from jobi_tf.export.served_tables import EntityTable, KnownFacts, ServedPrior, read_value, vocab_table
 from jobi_tf.models import JoBiModel
+from jobi_tf.models.neighbourhood import Neighbourhood
 from jobi_tf.models.scorers import Scorer
 from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior
 from jobi_tf.models.tables import Queries, pair_score_threshold
@@ -67,6 +69,7 @@ class TripleScorerModule(tf.Module):
         slot_prior: the model's slot prior (`jobi_tf.models.slot_prior`), added to every score;
             None for a model trained without one.
         table_dtype: the entity table's stored dtype (`EntityTable`; ``bfloat16``: half the bytes).
+        neighbourhood: the model's neighbourhood term (`jobi_tf.models.neighbourhood`), or None.
     """
 
     entity_columns = True  # `EntityTable`: a dot-product scorer's table stored as columns
@@ -87,6 +90,7 @@ class TripleScorerModule(tf.Module):
         pair_relations: np.ndarray | None = None,
         slot_prior: SlotPrior | SparseSlotPrior | None = None,
         table_dtype: str = "float32",
+        neighbourhood: Neighbourhood | None = None,
     ) -> None:
         super().__init__(name="jobi_triple_scorer")
         self._scorer = scorer
@@ -105,16 +109,15 @@ class TripleScorerModule(tf.Module):
         # Platt's per-row [a, b], or an isotonic map's knots and values (`calibration_variables`).
         self.calibration, self.knots, self.values = served.calibration_variables(calibration)
         tails, heads = slots if slots is not None else (None, None)
-        self.slot_tails, self.slot_heads = (
-            KnownFacts.optional(tails, "slot_tails"),
-            KnownFacts.optional(heads, "slot_heads"),
-        )
+        self.slot_tails = KnownFacts.optional(tails, "slot_tails")
+        self.slot_heads = KnownFacts.optional(heads, "slot_heads")
         # The pair head's relation table (soft typed answers only): it scores whether an entity fits a slot.
         self.pair_relations = (
             tf.Variable(pair_relations, trainable=False, name="pair_relations") if pair_relations is not None else None
         )
         # The slot prior's counts (`jobi_tf.models.slot_prior`), part of every score of a model trained with one.
         self.slot_prior = ServedPrior.optional(slot_prior, self.num_entities, self.num_relations)
+        self.neighbourhood = ServedNeighbourhood.optional(neighbourhood)  # its graph, walked per query
         if not scorer.has_relation_query():  # saving traces every function: leave out the one it cannot build
             self.predict_relation = None
 
@@ -153,6 +156,8 @@ class TripleScorerModule(tf.Module):
         scores = self._scorer.score(self.entities.rows(h), tf.gather(relations, r), self.entities.rows(t))
         if self.slot_prior is not None:
             scores += self.slot_prior.read().triples(h, r, t)
+        if self.neighbourhood is not None:
+            scores += self.neighbourhood.at_pairs(h, t)
         out = {"score": tf.where(found, scores, np.nan), "found": found}
         if self.calibrated:
             out["probability"] = tf.where(found, self._probability(scores, r), np.nan)
@@ -231,7 +236,7 @@ class TripleScorerModule(tf.Module):
         if self.slot_prior is not None:
             prior = self.slot_prior.read()
             offsets = tf.convert_to_tensor(prior.tails(anchor, r) if side == "tail" else prior.heads(r, anchor))
-        answers, scores = self._top_k(triple_query, keys, known, found, k, slots, r, soft, offsets)
+        answers, scores = self._top_k(triple_query, keys, known, found, k, slots, r, soft, offsets, anchor)
         out = {f"{side}s": answers, "scores": scores, "found": found}
         if self.calibrated:  # a reciprocal model's head scores have the inverse row's scale
             inverse = side == "head" and self._reciprocal
@@ -258,6 +263,7 @@ class TripleScorerModule(tf.Module):
         scores = self._scorer.score_candidates(query, relations[: self.num_relations])  # [B, R]
         if self.slot_prior is not None:
             scores += self.slot_prior.read().relations(h, t)
+        scores += 0.0 if self.neighbourhood is None else self.neighbourhood.at_pairs(h, t)[:, None]  # (alike for all)
         if self.known_relations is not None:
             scores = self.known_relations.mask(scores, h * self.num_entities + t)
         best, ids = tf.math.top_k(scores, k=tf.clip_by_value(k, 0, self.num_relations))
@@ -279,14 +285,17 @@ class TripleScorerModule(tf.Module):
         relations: tf.Tensor | None = None,
         soft: tuple[tf.Tensor, tf.Tensor] | None = None,
         offsets: tf.Tensor | None = None,
+        anchor: tf.Tensor | None = None,
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """Names ``[B, k]`` and scores ``[B, k]`` of the best entities for ``query [B, W]``
         (among each row's relation's slot entities when ``slots`` is given, and also those
         whose pair-head probability reaches ``p`` when ``soft = (pair_query, p)``); ``offsets``
-        ``[B, E]``: the slot prior's part of the scores, or None."""
+        ``[B, E]``: the slot prior's part of the scores, or None; ``anchor``: the given entities,
+        for the neighbourhood term."""
         scores = self.entities.scores(query, self._scorer)  # [B, E]
         if offsets is not None:
             scores += offsets
+        scores = scores if self.neighbourhood is None else self.neighbourhood.add_to(scores, anchor)
         if known is not None:
             scores = known.mask(scores, keys)
         if slots is not None:
@@ -326,6 +335,7 @@ def scorer_module(
             np.asarray(model.entity_embeddings.numpy(), np.float32),
             np.asarray(model.triple_relations.numpy(), np.float32),
         )
+    own = {"slot_prior": getattr(model, "prior", None), "neighbourhood": getattr(model, "neighbourhood", None)}
     return module_class(
         model.scorer,
         *tables,
@@ -336,5 +346,5 @@ def scorer_module(
         slots=slots,
         calibration=calibration,
         pair_relations=pair_relations,
-        **({"slot_prior": getattr(model, "prior", None)} | extra),
+        **(own | extra),
     )

@@ -56,12 +56,26 @@ class Neighbourhood:
         self.num_entities = int(num_entities)
         self.weight = weight
         train = np.asarray(train, np.int64).reshape(-1, 3)
-        ends = np.concatenate([train[:, 0], train[:, 2]])
+        self._hold(np.concatenate([train[:, 0], train[:, 2]]), np.concatenate([train[:, 2], train[:, 0]]))
+
+    def _hold(self, ends: np.ndarray, others: np.ndarray) -> None:
+        """The rows of the edge ends ``ends -> others`` (each edge both ways), and each entity's share."""
         order = np.argsort(ends, kind="stable")
-        self.neighbours = np.concatenate([train[:, 2], train[:, 0]])[order].astype(np.int32)
+        self.neighbours = others[order].astype(np.int32)
         self.degree = np.bincount(ends, minlength=self.num_entities).astype(np.int64)
         self.start = np.concatenate([[0], np.cumsum(self.degree)])
-        self._share = np.where(self.degree <= MAX_DEGREE, 1.0 / np.maximum(self.degree, 1), 0.0)
+        #: ``1 / deg``; 0 for a hub (degree above `MAX_DEGREE`) or an entity with no training triple.
+        self.shares = np.where(self.degree <= MAX_DEGREE, 1.0 / np.maximum(self.degree, 1), 0.0) * (self.degree > 0)
+
+    def renumbered(self, new_id: np.ndarray) -> Neighbourhood:
+        """The same graph and ``v`` with entity ``e`` numbered ``new_id[e]`` (an export that numbers
+        its entities cell by cell: `jobi_tf.export.cells.cell_order`)."""
+        new_id = np.asarray(new_id, np.int64)
+        out = object.__new__(Neighbourhood)
+        out.num_entities, out.weight = self.num_entities, self.weight
+        ends = np.repeat(np.arange(self.num_entities), self.degree)
+        out._hold(new_id[ends], new_id[self.neighbours])
+        return out
 
     @property
     def weight(self) -> float:
@@ -77,16 +91,16 @@ class Neighbourhood:
     def reach(self, given: int) -> tuple[np.ndarray, np.ndarray]:
         """The entities two steps from ``given`` and ``log(1 + SCALE · RA(given, e))`` of each:
         int64 ids, sorted, and float32 values (``v`` not applied). Every other entity's is 0."""
-        if not self._share[given]:  # a hub, or an entity with no training triple
+        if not self.shares[given]:  # a hub, or an entity with no training triple
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         via = self.neighbours[self.start[given] : self.start[given + 1]]
-        via = via[self._share[via] > 0]  # with multiplicity: A[given, z] paths through z
+        via = via[self.shares[via] > 0]  # with multiplicity: A[given, z] paths through z
         if not len(via):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         lengths = self.degree[via]
         firsts = np.repeat(self.start[via] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
         reached = self.neighbours[firsts + np.arange(int(lengths.sum()))]
-        shares = np.repeat(self._share[via], lengths)
+        shares = np.repeat(self.shares[via], lengths)
         if len(reached) > self.num_entities // 8:  # dense counting beats sorting a large expansion
             ra = np.bincount(reached, weights=shares, minlength=self.num_entities)
             ids = np.flatnonzero(ra)
@@ -94,7 +108,7 @@ class Neighbourhood:
         else:
             ids, which = np.unique(reached, return_inverse=True)
             ra = np.bincount(which, weights=shares, minlength=len(ids))
-        ends = self._share[ids] > 0  # no hub as an end
+        ends = self.shares[ids] > 0  # no hub as an end
         return ids[ends].astype(np.int64), np.log1p(SCALE * ra[ends]).astype(np.float32)
 
     def at(self, given: int, entities: np.ndarray) -> np.ndarray:
