@@ -17,7 +17,7 @@ from jobi_tf.data.index import index_from_ids
 from jobi_tf.evaluation.ranking import FilteredEvaluator, tie_ranks, validation_sample
 from jobi_tf.models import JoBiModel
 from jobi_tf.models import neighbourhood as nb
-from jobi_tf.runtime.errors import ConfigError, ExportError, JobiError
+from jobi_tf.runtime.errors import ConfigError, JobiError
 
 E, R = 40, 3
 
@@ -178,8 +178,7 @@ def test_a_run_chooses_both_weights_on_validation_and_ranks_with_them_again(tmp_
     run.use_neighbourhood(0)
     assert valid_mrr() == pytest.approx(pairs[best[0], 0.0], rel=1e-6)
     run.use_neighbourhood(1.0)
-    with pytest.raises(ExportError, match="--cells: the approximate signatures do not walk"):
-        run.export(tmp_path / "export", cells=4)
+    run.export(tmp_path / "cells", cells=4)  # the approximate export walks it too (below)
     rows = [[run.entities[i], run.relations[i % 3], run.entities[-i]] for i in range(1, 6)]
     exported = tf.saved_model.load(str(run.export(tmp_path / "export").path))  # the graph travels with it
     columns = {name: tf.constant([row[i] for row in rows]) for i, name in enumerate(("head", "relation", "tail"))}
@@ -264,3 +263,40 @@ def _vocab_files(entities, relations):
     (folder / "e.txt").write_text("\n".join(entities) + "\n")
     (folder / "r.txt").write_text("\n".join(relations) + "\n")
     return str(folder / "e.txt"), str(folder / "r.txt")
+
+
+def test_the_approximate_signatures_walk_the_term_too(tmp_path):
+    """Probing every cell gives the exact answers; probing one, every answer carries its exact
+    total (the term included), and every entity the term reaches is a candidate."""
+    from jobi_tf.config import ExportConfig
+    from jobi_tf.data.vocab import Vocab
+    from jobi_tf.export.savedmodel import export_saved_model
+
+    index = _graph()
+    model = _served_model(index, weight=2.0)
+    entities = Vocab.from_labels([f"e{i}" for i in range(E)])
+    relations = Vocab.from_labels([f"r{i}" for i in range(R)])
+    cfg = ExportConfig(filter_known=True, cells=4)
+    result = export_saved_model(model, entities, relations, tmp_path, cfg, train_triples=index.train)
+    loaded = tf.saved_model.load(str(result.path))
+    h, r = entities.decode(index.test[:, 0]), relations.decode(index.test[:, 1])
+
+    def ask(signature, **extra):
+        out = loaded.signatures[signature](head=tf.constant(h), relation=tf.constant(r), k=tf.constant(E), **extra)
+        return out["tails"].numpy().astype(str), out["scores"].numpy()
+
+    exact_names, exact_scores = ask("predict_tail")
+    names, scores = ask("predict_tail_approximate", probe=tf.constant(4))
+    np.testing.assert_allclose(scores, exact_scores, rtol=1e-5, atol=1e-5)
+    finite = np.isfinite(exact_scores)  # (known facts all score -inf, in any order)
+    np.testing.assert_array_equal(names[finite], exact_names[finite])
+    names, scores = ask("predict_tail_approximate", probe=tf.constant(1))
+    exact = {(i, n): s for i, row in enumerate(exact_names) for n, s in zip(row, exact_scores[i], strict=True) if n}
+    for i, (row, values) in enumerate(zip(names, scores, strict=True)):
+        for name, value in zip(row, values, strict=True):
+            if name:
+                assert value == pytest.approx(exact[i, name], rel=1e-5, abs=1e-5)
+        given = int(index.test[i, 0])
+        unknown = {n for (j, n), value in exact.items() if j == i and np.isfinite(value)}  # (known: no answer)
+        reached = set(entities.decode(model.neighbourhood.reach(given)[0]).tolist()) & unknown
+        assert reached <= set(row)

@@ -7,7 +7,9 @@ Each candidate's score is the model's exact score, the slot counts included when
 with them (`jobi_tf.export.cells.SlotCells`: each slot's most frequent entities are always
 scored, and the counts raise the probe scores of the cells whose rows they lift), and known facts
 are filtered as in the exact signatures, so the answers differ from the exact ones only by the
-rows never looked at.
+rows never looked at. With a neighbourhood term (`jobi_tf.export.served_neighbourhood`) the
+entities two steps from the query's given entity are candidates too, scored with it: the term
+lifts exactly those, so no other row's place changes.
 ``probe`` is an input, so a client trades recall for latency per request, without a new export.
 
 The candidates' rows are read by one XLA-compiled gather and product (`_row_scores`): the export
@@ -70,11 +72,6 @@ class ApproximateScorerModule(TripleScorerModule):
         super().__init__(*args, **kwargs)
         if not self._scorer.dot_product:
             raise ExportError(not_a_dot_product(self._scorer, "--cells"))
-        if self.neighbourhood is not None:
-            raise ExportError(
-                "--cells: the approximate signatures do not walk the neighbourhood term yet; export the run "
-                "without --cells, or with --neighbourhood 0 (it then serves other answers than were measured)"
-            )
         self.cells = CellIndex(cells)
         self.slot_cells = None
         if self.slot_prior is not None:
@@ -107,8 +104,8 @@ class ApproximateScorerModule(TripleScorerModule):
         k = tf.clip_by_value(k, 0, self.num_entities)
         slots, shifts = self._slots_and_shifts(side, anchor, r)
 
-        def answer(inputs: tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
-            one, key, slot, shift = inputs
+        def answer(inputs: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tf.Tensor]:
+            one, key, slot, shift, given = inputs
             bonus = None
             if self.slot_cells is not None:
                 bonus = self.slot_prior.weight * tf.gather(self.slot_cells.bound.value(), slot)[None]
@@ -123,6 +120,8 @@ class ApproximateScorerModule(TripleScorerModule):
                 scores = tf.where(_known(known, key, ids), tf.constant(-np.inf, scores.dtype), scores)
             if self.slot_cells is not None:
                 ids, scores = self._with_frequent(ids, scores, one, key, slot, shift, known, k)
+            if self.neighbourhood is not None:
+                ids, scores = self._with_reached(ids, scores, one, key, slot, shift, known, given)
             best, position = tf.math.top_k(scores, k=tf.minimum(k, tf.size(scores)))
             missing = [[0, k - tf.size(best)]]  # fewer candidates than k: no answers, as a typed slot
             return tf.pad(best, missing, constant_values=-np.inf), tf.pad(
@@ -133,7 +132,7 @@ class ApproximateScorerModule(TripleScorerModule):
         spec = (tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32))
         best, chosen = tf.cond(  # (map_fn cannot stack the results of an empty batch)
             tf.size(keys) > 0,
-            lambda: tf.map_fn(answer, (query, keys, slots, shifts), fn_output_signature=spec),  # [B, k] each
+            lambda: tf.map_fn(answer, (query, keys, slots, shifts, anchor), fn_output_signature=spec),  # [B, k] each
             lambda: (tf.zeros([0, k], tf.float32), tf.zeros([0, k], tf.int32)),
         )
         answers = tf.where(tf.math.is_inf(best), "", self.entity_names.lookup(tf.cast(chosen, tf.int64)))
@@ -171,6 +170,23 @@ class ApproximateScorerModule(TripleScorerModule):
         twice = tf.reduce_any(kept[:, None] == frequent[None, :], axis=1)
         best = tf.where(twice, tf.constant(-np.inf, best.dtype), best)
         return tf.concat([kept, frequent], 0), tf.concat([best, extra], 0)
+
+    def _with_reached(self, ids, scores, query, key, slot, shift, known, given) -> tuple[tf.Tensor, tf.Tensor]:
+        """The candidates so far, those the term reaches taken out, then every entity it reaches
+        from ``given``, scored exactly with it (and the counts, when the model ranks with them)."""
+        _, reached, terms = self.neighbourhood.reach(given[None])
+        order = tf.argsort(reached)
+        reached, terms = tf.gather(reached, order), tf.gather(terms, order)
+        extra = self._scores(tf.cast(reached, tf.int32), query) + terms
+        if self.slot_prior is not None:
+            prior = self.slot_prior.read()
+            extra += prior.weight * prior.log_counts(tf.fill(tf.shape(reached), slot), reached) + shift
+        if known is not None:
+            extra = tf.where(_known(known, key, tf.cast(reached, tf.int32)), tf.constant(-np.inf, extra.dtype), extra)
+        ids64 = tf.cast(ids, tf.int64)  # in both lists: the copy without the term goes
+        twice = tf.gather(tf.concat([reached, [-1]], 0), tf.searchsorted(reached, ids64)) == ids64
+        scores = tf.where(twice, tf.constant(-np.inf, scores.dtype), scores)
+        return tf.concat([ids, tf.cast(reached, ids.dtype)], 0), tf.concat([scores, extra], 0)
 
     def _scores(self, ids: tf.Tensor, query: tf.Tensor) -> tf.Tensor:
         """``<query, row>`` of each id's row, through `_row_scores` on ids padded to `padded_size`."""

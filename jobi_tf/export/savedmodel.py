@@ -34,7 +34,7 @@ from jobi_tf.export.approximate import ApproximateScorerModule
 from jobi_tf.export.cells import Cells, cell_order, default_cells, kmeans_cells
 from jobi_tf.export.scorer_module import TripleScorerModule, scorer_module
 from jobi_tf.models import JoBiModel
-from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior
+from jobi_tf.models.slot_prior import SparseSlotPrior
 from jobi_tf.runtime.errors import ExportError
 from jobi_tf.serving.contract import (
     APPROXIMATE_SIGNATURES,
@@ -133,11 +133,11 @@ def export_saved_model(
     reciprocal = bool(getattr(model, "reciprocal", False))
     _check_inputs(entity_table, relation_table, entities, relations, cfg, train_triples, reciprocal)
     version, final = _version_folder(base, cfg)
-    entity_table, entity_labels, train_triples, cells, prior = _with_cells(
-        cfg, entity_table, entities.labels, train_triples, getattr(model, "prior", None)
+    entity_table, entity_labels, train_triples, cells, numbered = _with_cells(
+        cfg, entity_table, entities.labels, train_triples, model
     )
     tables = (entity_table, relation_table)
-    module = _module_factory(model, tables, len(relations), cfg, train_triples, calibration, cells, prior)
+    module = _module_factory(model, tables, len(relations), cfg, train_triples, calibration, cells, numbered)
     info = {**_metadata(model, len(entities), len(relations), cfg, calibration), **(metadata or {})}
     _write_version(module, entity_labels, relations, _signatures(cfg, model.scorer), info, final)
     logger.info("exported %s", final)
@@ -163,7 +163,7 @@ def _module_factory(
     train_triples: np.ndarray | None,
     calibration: Calibration | None,
     cells: Cells | None,
-    prior: SlotPrior | SparseSlotPrior | None = None,
+    numbered: dict | None = None,
 ) -> Callable[[Path], TripleScorerModule]:
     """What the export holds, as ``vocab_dir -> module``: the served object over the vocabulary
     files written to ``vocab_dir``, with the facts, slots, pair table and cells ``cfg`` asks for.
@@ -174,7 +174,7 @@ def _module_factory(
     pair_table = _pair_table(model) if cfg.pair_head else None
     extra = {"table_dtype": cfg.table_dtype}
     if cells is not None:
-        extra |= {"module_class": ApproximateScorerModule, "cells": cells, "slot_prior": prior}
+        extra |= {"module_class": ApproximateScorerModule, "cells": cells, **numbered}
 
     def module(vocab_dir: Path) -> TripleScorerModule:
         return scorer_module(
@@ -192,13 +192,12 @@ def _module_factory(
     return module
 
 
-def _with_cells(cfg: ExportConfig, entity_table: np.ndarray, labels: np.ndarray, train_triples, prior) -> tuple:
-    """``(entity rows, names, training triples, cells, slot prior)`` as the export holds them:
-    with ``cfg.cells``, the k-means cells and every entity renumbered cell by cell
-    (`jobi_tf.export.cells.cell_order`), the slot counts as sparse counts so renumbered; else
-    unchanged, and no cells."""
+def _with_cells(cfg: ExportConfig, entity_table: np.ndarray, labels: np.ndarray, train_triples, model) -> tuple:
+    """``(entity rows, names, training triples, cells, numbered)`` as the export holds them: with ``cfg.cells``,
+    the k-means cells and every entity renumbered cell by cell (`jobi_tf.export.cells.cell_order`), ``numbered``
+    the model's slot counts (sparse) and neighbourhood graph so renumbered; else unchanged, and no cells."""
     if not cfg.cells:
-        return entity_table, labels, train_triples, None, prior
+        return entity_table, labels, train_triples, None, None
     count = _cells(cfg, len(labels))
     logger.info("k-means: %d cells over %d entity rows", count, len(labels))
     order, cells = cell_order(kmeans_cells(entity_table, count))
@@ -207,9 +206,10 @@ def _with_cells(cfg: ExportConfig, entity_table: np.ndarray, labels: np.ndarray,
     if train_triples is not None:
         train_triples = np.asarray(train_triples).copy()
         train_triples[:, [0, 2]] = new_id[train_triples[:, [0, 2]]]
-    if prior is not None:
-        prior = SparseSlotPrior.of(prior, len(labels)).renumbered(new_id)
-    return entity_table[order], labels[order], train_triples, cells, prior
+    prior, near = getattr(model, "prior", None), getattr(model, "neighbourhood", None)
+    prior = None if prior is None else SparseSlotPrior.of(prior, len(labels)).renumbered(new_id)
+    numbered = {"slot_prior": prior, "neighbourhood": None if near is None else near.renumbered(new_id)}
+    return entity_table[order], labels[order], train_triples, cells, numbered
 
 
 def _metadata(model: JoBiModel, num_entities: int, num_relations: int, cfg: ExportConfig, calibration) -> dict:
