@@ -4,7 +4,7 @@ what was measured.
 Why its own module: the term is not a table lookup but a two-step walk over the training graph,
 a query's own set of entities; the export holds the graph as compressed rows (the neighbours of
 entity ``e`` are ``neighbours[start[e]:start[e + 1]]``, 4 bytes an edge end: 155 MB at 1.85M
-entities) and each entity's share ``1 / deg`` (0 for a hub, which takes no part), and walks it
+entities) and each entity's share ``1 / deg`` (0 for a hub: no step, no given entity), and walks it
 per query, as `Neighbourhood.reach` does in NumPy. The sums are float64, as there, so the terms
 come out the same float32 values.
 """
@@ -42,8 +42,8 @@ class ServedNeighbourhood(tf.Module):
         queries = tf.range(tf.size(anchor, out_type=tf.int64))
         queries, anchor = _kept(share, queries, anchor)  # none from a hub
         rows, via = _kept(share, *_steps(start, neighbours, queries, anchor))  # no step through one
-        of_via, reached = _kept(share, *_steps(start, neighbours, tf.range(tf.size(via, out_type=tf.int64)), via))
-        keys = tf.gather(rows, of_via) * self.num_entities + reached  # (no hub as an end either)
+        of_via, reached = _steps(start, neighbours, tf.range(tf.size(via, out_type=tf.int64)), via)  # (hubs too)
+        keys = tf.gather(rows, of_via) * self.num_entities + reached
         weights = tf.gather(share, tf.gather(via, of_via))
         distinct, which = tf.unique(keys)
         ra = tf.math.unsorted_segment_sum(weights, which, tf.size(distinct))
