@@ -190,6 +190,20 @@ def test_a_run_chooses_both_weights_on_validation_and_ranks_with_them_again(tmp_
     np.testing.assert_allclose(served["score"].numpy(), run.score(rows), rtol=1e-6)
     with pytest.raises(ConfigError, match="neighbourhood"):
         run.use_neighbourhood(-1)
+    from click.testing import CliRunner
+    from jobi_tf.cli.main import main as cli
+
+    run.use_neighbourhood(0)
+    without = run.evaluate("test")["mrr"]
+    for flag, v in (("--neighbourhood", "0"), ("--neighbourhood", "1")):
+        result = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "run"), flag, v, "--prior-weight", str(best[0])])
+        assert result.exit_code == 0, result.output
+        record = json.loads(result.output.strip().splitlines()[-1])
+        assert record["neighbourhood"] == float(v)
+        if v == "0":
+            assert record["mrr"] == pytest.approx(without, rel=1e-6)
+    refused = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "run"), "--neighbourhood", "-1"])
+    assert refused.exit_code != 0 and "--neighbourhood" in refused.output
 
 
 def test_the_weight_file_and_the_setting_are_checked_in_one_line(tmp_path):

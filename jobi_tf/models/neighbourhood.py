@@ -15,13 +15,11 @@ Zhang, 2009, "Predicting missing links via local information"; Liben-Nowell and 
 2007, for neighbourhood scores in link prediction), computed from the query's given entity
 ``h``, deterministic. An entity of degree above `MAX_DEGREE` (a hub) is no step (each path
 through it adds under ``1 / MAX_DEGREE``) and no given entity: expanding from a hub would reach
-a large part of the graph (at 1.85M entities one of 545k neighbours reached 1.1M entities in
-2.6 s), so a query from a hub gets no term; without hubs an expansion is at most
+much of the graph, so a query from a hub gets no term; without hubs an expansion is at most
 ``MAX_DEGREE²`` entries. A hub is still an end: a copy's link to its country lifts the country
-(the hub answers kept their rank only so; leaving hubs out as ends too cost them 0.497 → 0.484
-at 1.85M entities). So the term is symmetric between two entities that are not hubs, and a
-triple with a hub at one end has it only when asked from the other end (`score` adds the term of
-a tail query: from the head).
+(leaving hubs out as ends too cost the hub answers at 1.85M entities; docs/replicated-graph.md).
+So the term is symmetric between two entities that are not hubs, and a triple with a hub at one
+end has it only when asked from the other end (`score` adds a tail query's: from the head).
 
 ``v`` is a setting, not trained (the tables are the same whatever it is), chosen on validation
 beside the slot counts' weight (`jobi_tf.training.prior_weight`). Measured at 1.85M entities on
