@@ -98,8 +98,12 @@ def _reference_ranks(index, scores, counts, weight, terms, triples) -> np.ndarra
 @pytest.mark.parametrize(
     "model_name, prior, chunk", [("complex", 1.0, 7), ("complex", 0.0, 100), ("distmult", 0.5, 100), ("simple", 0.5, 7)]
 )
-def test_evaluation_ranks_as_the_whole_score_by_numpy(model_name, prior, chunk):
-    """Every route (one pass over blocks, two passes for SimplE, one block) with the term's correction."""
+def test_evaluation_ranks_as_the_whole_score_by_numpy(model_name, prior, chunk, monkeypatch):
+    """Every route (one pass over blocks, two passes for SimplE, one block) with the term's
+    correction, its pairs scored a few at a time."""
+    from jobi_tf.evaluation import neighbourhood as correction
+
+    monkeypatch.setattr(correction, "PAIRS", 37)
     index = _graph()
     model = JoBiModel(
         num_entities=E, num_relations=R, model=model_name, dim=4, loss="sampled-softmax", slot_prior=prior

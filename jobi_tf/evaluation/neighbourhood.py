@@ -87,17 +87,32 @@ class NeighbourhoodTerms:
         return counts
 
 
+#: Pairs scored at once: each gathers a row and a query (400 floats each at dim 200), so a batch
+#: whose queries reach millions of entities is scored a bounded slice at a time.
+PAIRS = 1 << 17
+
+
 def _scores(scorer, q, table, offsets, owner: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """float32: the score of query ``owner[i]`` at entity ``ids[i]``, its offsets (slot prior)
-    added. A dot-product scorer: each a row's product; any other: its candidates, query by query."""
+    """float32: the score of query ``owner[i]`` at entity ``ids[i]``, its offsets added, `PAIRS` at a time."""
+    parts = [
+        _pair_scores(scorer, q, table, offsets, owner[i : i + PAIRS], ids[i : i + PAIRS])
+        for i in range(0, len(ids), PAIRS)
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+def _pair_scores(scorer, q, table, offsets, owner: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """`_scores` of one slice. A dot-product scorer: each a row's product; any other: its
+    candidates, query by query (``owner`` is sorted)."""
     ids_t, owner_t = tf.constant(ids, tf.int64), tf.constant(owner, tf.int64)
     rows = table.gather(ids_t) if hasattr(table, "gather") else tf.gather(table, ids_t)
     if scorer.dot_product:
         scores = tf.reduce_sum(tf.gather(tf.convert_to_tensor(q), owner_t) * rows, axis=1)
     else:
-        bounds = np.searchsorted(owner, np.arange(owner[-1] + 2))
+        queries = range(owner[0], owner[-1] + 1)
+        bounds = np.searchsorted(owner, np.arange(owner[0], owner[-1] + 2))
         parts = [
-            scorer.score_candidates(q[b : b + 1], rows[bounds[b] : bounds[b + 1]])[0] for b in range(len(bounds) - 1)
+            scorer.score_candidates(q[b : b + 1], rows[bounds[i] : bounds[i + 1]])[0] for i, b in enumerate(queries)
         ]
         scores = tf.concat(parts, axis=0)
     scores = tf.cast(scores, tf.float32)
