@@ -154,8 +154,7 @@ def prior_weight_option(purpose: str) -> Callable:
             default=None,
             metavar="V",
             help=f"A sampled run: {purpose} with V x the neighbourhood term in place of the one it chose or trained "
-            "with (0: without it). Exports do not carry the term yet: export a run that ranks with it with "
-            "--neighbourhood 0.",
+            "with (0: without it); exports serve it as ranked.",
         )(command)
         return click.option(
             "--prior-weight",

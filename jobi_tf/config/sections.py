@@ -231,8 +231,8 @@ class TrainConfig:
     neighbourhood: float = setting(
         0.0,
         "With a sampled loss: add V x log(1 + 10 x RA(h, t)) to every score ranked, RA being resource allocation "
-        "over the undirected training graph; --choose-slot-prior then chooses 0 or V on validation. Ranking only: "
-        "exports do not carry it yet (0 = off).",
+        "over the undirected training graph; --choose-slot-prior then chooses 0 or V on validation; "
+        "exports serve it (0 = off).",
         metavar="V",
         bounds=NOT_NEGATIVE,
     )

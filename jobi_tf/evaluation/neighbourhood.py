@@ -13,7 +13,9 @@ and its rivals are counted in two parts:
 
 The reached entities' ``b`` is recomputed here by the scorer (the same expression, products of
 another shape), so a rival within a float's last bit of ``T`` may be counted on the other side
-of it: a rank off by one, at most, on such a tie.
+of it: a rank off by one, at most, on such a tie. With bfloat16 products (``--valid-dtype``,
+validation only) the reached entities' ``b`` is recomputed in float32, so their ranks are
+float32's where the rest are bfloat16's: the same approximation, on fewer entities.
 """
 
 from __future__ import annotations
