@@ -1,6 +1,6 @@
 """The large-graph lever's summary at K = 137, read (never typed) from `slot_prior_weight.py` and
-`approximate_serving.py` records: JoBi and the baseline by seed (whole / hub / copied test MRR at
-the chosen W), what the approximate export serves, the goal beside them (docs/replicated-graph.md)."""
+`approximate_serving.py` records: JoBi and the baseline by seed (whole / hub / copied test MRR at the
+chosen W, and V), what the approximate export serves, the goal beside them (docs/replicated-graph.md)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def by_seed(paths: list[str]) -> dict:
         "hub": [round(t["parts"]["hub answers"]["mrr"], 4) for t in tests],
         "copied": [round(t["parts"]["copied answers"]["mrr"], 4) for t in tests],
         "chosen_weight": [r["chosen_weight"] for r in records],
+        "chosen_neighbourhood": [r.get("chosen_neighbourhood", 0.0) for r in records],  # V, 0 without the term
         "raw": paths,
     }
 
@@ -50,7 +51,8 @@ def main() -> None:
     record = {
         "bench": "serving_truth",
         "graph": "FB15k-237 replicated at K = 137 (1.85M entities)",
-        "recipe": "--preset large-graph (the counts at ranking, W chosen on validation); JoBi adds --joint --p 0.3",
+        "recipe": "--preset large-graph (the counts at ranking, W chosen on validation); JoBi adds --joint --p 0.3"
+        + ("; ranked with --neighbourhood V, (W, V) chosen" if any(jobi["chosen_neighbourhood"]) else ""),
         "jobi": jobi,
         "baseline": baseline,
         "difference": {"mean": round(statistics.mean(a) - statistics.mean(b), 4), "sd": round(sd, 4)},

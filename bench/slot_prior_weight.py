@@ -5,10 +5,10 @@ slot to every score it ranks (`jobi_tf.models.slot_prior`), and its loss leaves 
 so the weight can be chosen after training without training again. This ranks the run's fixed
 validation sample (``--valid-sample``, the run's own when it had one) at each weight of a grid
 (default: `jobi_tf.training.prior_weight.WEIGHTS`, what ``--choose-slot-prior`` tries), keeps the
-best validation MRR (ties: the smaller weight), and ranks the whole test set with and without the
-counts, each split by answer on a replicated graph (hub / copied), in float32. The run's own test
-and validations (with their cost) are kept beside (``run_metrics``). ``--neighbourhood V`` ranks
-the pairs (W, 0) and (W, V) as ``--choose-slot-prior`` does with ``--neighbourhood V``.
+best validation MRR (ties: the smaller weight), and ranks the whole test set with the counts and
+(unless ``--no-tables-alone``) without, each split by answer on a replicated graph (hub / copied),
+in float32. The run's own test and validations (with their cost) are kept (``run_metrics``).
+``--neighbourhood V`` ranks the pairs (W, 0) and (W, V) as ``--choose-slot-prior`` does with it.
 
 Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-tf train ..."
 """
@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--weights", help="comma-separated weights W to try (default: --choose-slot-prior's)")
     parser.add_argument("--neighbourhood", type=float, default=0.0, help="V: also rank each W with V x the term")
     parser.add_argument("--valid-sample", type=int, default=None, help="validation triples (default: the run's)")
+    parser.add_argument("--no-tables-alone", action="store_true", help="skip the test ranking without counts or term")
     args = parser.parse_args()
 
     cfg = RunConfig.from_dict(json.loads((args.run / "config.json").read_text(encoding="utf-8")))
@@ -75,8 +76,7 @@ def main() -> None:
     chosen, chosen_v = best_pair({(g["weight"], g["neighbourhood"]): g["mrr"] for g in grid})  # the library's rule
     record = {
         "bench": "slot_prior_weight",
-        "metric": "filtered MRR of a sampled run's best weights with W x log(1 + slot count) added, W chosen on "
-        "the validation sample; test with and without the counts",
+        "metric": "filtered MRR of a run's best weights + W x log(1 + slot count), W chosen on validation; test",
         "run": str(args.run),
         "training_command": args.command,
         "config": json.loads((args.run / "config.json").read_text(encoding="utf-8")),
@@ -84,7 +84,7 @@ def main() -> None:
         "valid_grid": grid,
         "chosen_weight": chosen,
         "chosen_neighbourhood": chosen_v,
-        "test_without_counts": ranked(0.0, index.test),
+        "test_without_counts": None if args.no_tables_alone else ranked(0.0, index.test),
         "test_with_counts": ranked(chosen, index.test, chosen_v),
         "slot_count_entries": int(prior.keys.shape[0]),
     }
