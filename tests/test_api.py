@@ -137,6 +137,22 @@ def test_load_run_needs_only_the_folder(run, data, tmp_path):
     assert jobi_tf.load_run(tmp_path / "run", data=moved).evaluate("test")["mrr"] > 0
 
 
+def test_a_loaded_run_draws_no_initial_tables(run, monkeypatch):
+    """Loading builds the tables at zero, then reads the weights: a random draw would be
+    overwritten, and the pooled allocator would keep its temporaries (twice the table)."""
+    import keras
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a loaded run drew an initial table")
+
+    monkeypatch.setattr(keras.initializers.GlorotNormal, "__call__", refuse)
+    monkeypatch.setattr(keras.initializers.RandomNormal, "__call__", refuse)
+    again = jobi_tf.load_run(run.path)
+    np.testing.assert_array_equal(again.model.entity_embeddings.numpy(), run.model.entity_embeddings.numpy())
+    triple = [tuple(run.data.triples("test")[0])]
+    np.testing.assert_allclose(again.score(triple), run.score(triple))
+
+
 def test_in_memory_triples_make_a_self_contained_run(tmp_path):
     triples = {
         "train": [("ann", "knows", "bob"), ("bob", "knows", "cid"), ("cid", "likes", "ann"), ("ann", "likes", "cid")],

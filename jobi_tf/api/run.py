@@ -322,15 +322,14 @@ def restore_model(folder: RunFolder, cfg: RunConfig | None = None):
     loading weights into a model needs the model and the checkpoint format, above it.
     """
     from jobi_tf.models import JoBiModel
-    from jobi_tf.runtime.rng import caller_random_state_kept
     from jobi_tf.training.checkpoints import load_weights  # imports TensorFlow
 
     cfg = cfg or folder.read_config()
     if not folder.best_weights.exists():
         raise JobiError(f"{folder.path}: no best.weights.npz yet (no validation has run)")
     entities, relations = folder.read_vocabs()
-    with caller_random_state_kept():  # the initial draws are overwritten by the weights
-        model = JoBiModel.for_run(cfg.model, cfg.train, len(entities), len(relations))
+    # No initial draw: the weights overwrite it, and its temporaries would stay pooled (3x the table in all).
+    model = JoBiModel.for_run(cfg.model, cfg.train, len(entities), len(relations), draw_tables=False)
     load_weights(folder.best_weights, model)
     if getattr(model, "prior", None) is not None and not model.prior.in_loss:
         model.prior.load(folder.slot_counts)  # sparse counts live beside the weights, with their weight

@@ -76,6 +76,8 @@ class JoBiModel(TableQueries, DistributedModel):
             servers of the ``ParameterServerStrategy`` scope, trained by `jobi_tf.distributed.ps_training`;
             sampled softmax only. Not in the config: the weights load into an unsharded model.
         table_seed: the seed of the sharded tables' initial rows (`jobi_tf.models.sharding.glorot_blocks`).
+        draw_tables: False starts the tables at zero, for weights loaded next (`jobi_tf.api.run.restore_model`):
+            the pooled CPU allocator keeps a draw's temporaries, twice the table (6 GB at 1.85M entities).
 
     Input: a feature dict from `jobi_tf.sampling.pipelines` with ``triples`` int32 ``[B, 3]`` and, for
     sampled softmax, ``candidates``, ``corrupt_tail``, optional ``shared_candidates`` and
@@ -112,6 +114,7 @@ class JoBiModel(TableQueries, DistributedModel):
         table_seed: int = 0,
         pair_every: int = 1,
         slot_prior: float = 0.0,
+        draw_tables: bool = True,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -124,8 +127,7 @@ class JoBiModel(TableQueries, DistributedModel):
         self.relation_prediction, self.matmul_dtype = relation_prediction, matmul_dtype
         self.objective = losses.get(loss, label_smoothing=label_smoothing, slot_weight=slot_weight)
         self.loss_kind = losses.name_of(self.objective)
-        # The pair head scores the same candidates as the triple head (its regime's); PairBCE
-        # refuses an ``every`` its regime cannot thin, and a run's checks name the flag.
+        # The pair head scores the triple head's candidates (its regime's); PairBCE refuses an ``every`` it cannot thin.
         self.pair_every = pair_every
         self.pair_objective = PairBCE(regime=self.objective.regime, every=pair_every) if joint else None
         self.relation_objective = RelationPrediction() if relation_prediction else None
@@ -135,7 +137,7 @@ class JoBiModel(TableQueries, DistributedModel):
         self.table_shards, self.prior, self.neighbourhood = table_shards, None, None  # (set by whoever ranks)
         if table_shards:
             self._check_shardable(slot_prior)
-        self._make_tables(table_shards, table_seed, slot_prior)
+        self._make_tables(table_shards, table_seed, slot_prior, draw_tables)
         self.triple_loss_tracker = keras.metrics.Mean(name="triple_loss")
         self.pair_loss_tracker = keras.metrics.Mean(name="pair_loss") if joint else None
         self.relation_loss_tracker = keras.metrics.Mean(name="relation_loss") if relation_prediction else None
@@ -147,7 +149,7 @@ class JoBiModel(TableQueries, DistributedModel):
         so a weight moved after training (`jobi_tf.api.Run.use_slot_prior`) is what `get_config` says."""
         return self.prior.weight if self.prior is not None else 0.0
 
-    def _make_tables(self, table_shards: int, table_seed: int, slot_prior: float) -> None:
+    def _make_tables(self, table_shards: int, table_seed: int, slot_prior: float, draw: bool) -> None:
         """The entity table and each head's relation table (`jobi_tf.models.tables.make_tables`);
         with ``reciprocal``, row ``r + num_relations`` of a relation table is ``r``'s inverse; and
         the slot prior's table of counts when it has a weight."""
@@ -156,7 +158,7 @@ class JoBiModel(TableQueries, DistributedModel):
         shapes = {"entity_embeddings": (self.num_entities, ew), "triple_relations": (relation_rows, rw)}
         if self.joint:
             shapes["pair_relations"] = (relation_rows, rw)
-        tables = make_tables(self, shapes, self.init, table_shards, table_seed)
+        tables = make_tables(self, shapes, self.init, table_shards, table_seed, draw)
         self.entity_embeddings = tables["entity_embeddings"]
         self.triple_relations = tables["triple_relations"]
         self.pair_relations = tables.get("pair_relations")

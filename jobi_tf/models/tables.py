@@ -196,11 +196,13 @@ def make_tables(
     init: str,
     table_shards: int = 0,
     table_seed: int = 0,
+    draw: bool = True,
 ) -> dict[str, keras.Variable | ShardedTable]:
     """The tables named in ``shapes`` (in order: entity table first), as weights of ``model``
     or, with ``table_shards``, as `ShardedTable`s (the entity table in ``table_shards`` row
     blocks, the others in one; created inside a ``ParameterServerStrategy`` scope, the blocks
-    live on the servers). Each table draws its initial rows from its own stream."""
+    live on the servers). Each table draws its initial rows from its own stream; ``draw=False``:
+    unsharded tables start at zero instead (their rows are loaded next)."""
     tables = {}
     for stream, (name, shape) in enumerate(shapes.items()):
         if table_shards:
@@ -208,5 +210,6 @@ def make_tables(
             blocks = glorot_blocks(*shape, table_seed, stream, init)
             tables[name] = ShardedTable(blocks, shards, f"{model.name}/{name}", shape=shape)
         else:
-            tables[name] = model.add_weight(shape=shape, initializer=initializer(init, shape[1]), name=name)
+            start = initializer(init, shape[1]) if draw else "zeros"
+            tables[name] = model.add_weight(shape=shape, initializer=start, name=name)
     return tables
