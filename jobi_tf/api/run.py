@@ -328,7 +328,7 @@ def restore_model(folder: RunFolder, cfg: RunConfig | None = None):
     if not folder.best_weights.exists():
         raise JobiError(f"{folder.path}: no best.weights.npz yet (no validation has run)")
     entities, relations = folder.read_vocabs()
-    # No initial draw: the weights overwrite it, and its temporaries would stay pooled (3x the table in all).
+    # No initial draw: the weights overwrite it, and its temporaries would stay pooled (twice the table).
     model = JoBiModel.for_run(cfg.model, cfg.train, len(entities), len(relations), draw_tables=False)
     load_weights(folder.best_weights, model)
     if getattr(model, "prior", None) is not None and not model.prior.in_loss:

@@ -77,7 +77,7 @@ class JoBiModel(TableQueries, DistributedModel):
             sampled softmax only. Not in the config: the weights load into an unsharded model.
         table_seed: the seed of the sharded tables' initial rows (`jobi_tf.models.sharding.glorot_blocks`).
         draw_tables: False starts the tables at zero, for weights loaded next (`jobi_tf.api.run.restore_model`):
-            the pooled CPU allocator keeps a draw's temporaries, twice the table (6 GB at 1.85M entities).
+            the pooled CPU allocator keeps a draw's temporaries, twice the table, held by a loaded run that predicts.
 
     Input: a feature dict from `jobi_tf.sampling.pipelines` with ``triples`` int32 ``[B, 3]`` and, for
     sampled softmax, ``candidates``, ``corrupt_tail``, optional ``shared_candidates`` and
