@@ -92,24 +92,60 @@ class NeighbourhoodTerms:
 #: Pairs scored at once: each gathers a row and a query (400 floats each at dim 200), so a batch
 #: whose queries reach millions of entities is scored a bounded slice at a time.
 PAIRS = 1 << 17
+#: Scores one union block holds (``[B, columns]``, 64 MB of float32).
+BLOCK = 1 << 24
+#: A dot-product scorer takes the union route when it computes at most this many products per
+#: pair: a matrix product costs about 1/80 of a gathered pair's product on one core (2.2M pairs
+#: of 1,000 queries over FB15k-237's 14,505 entities: 0.9 s against 11.2 s), so on a dense graph,
+#: where a batch's queries reach much the same entities, one product of the queries with their
+#: union beats a product per pair; at 1.85M entities the reaches hardly overlap and pairs win.
+UNION_PRODUCTS_PER_PAIR = 16
 
 
 def _scores(scorer, q, table, offsets, owner: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """float32: the score of query ``owner[i]`` at entity ``ids[i]``, its offsets added, `PAIRS` at a time."""
-    parts = [
-        _pair_scores(scorer, q, table, offsets, owner[i : i + PAIRS], ids[i : i + PAIRS])
-        for i in range(0, len(ids), PAIRS)
-    ]
-    return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    """float32: the score of query ``owner[i]`` at entity ``ids[i]``, its offsets added."""
+    union = np.unique(ids)
+    if scorer.dot_product and len(q) * len(union) <= UNION_PRODUCTS_PER_PAIR * len(ids):
+        scores = _union_scores(q, table, owner, ids, union)
+    else:
+        parts = [
+            _pair_scores(scorer, q, table, owner[i : i + PAIRS], ids[i : i + PAIRS]) for i in range(0, len(ids), PAIRS)
+        ]
+        scores = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    if offsets is not None:
+        scores += np.concatenate(
+            [_offsets_at(offsets, owner[i : i + PAIRS], ids[i : i + PAIRS]) for i in range(0, len(ids), PAIRS)]
+        )
+    return scores
 
 
-def _pair_scores(scorer, q, table, offsets, owner: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """`_scores` of one slice. A dot-product scorer: each a row's product; any other: its
-    candidates, query by query (``owner`` is sorted)."""
-    ids_t, owner_t = tf.constant(ids, tf.int64), tf.constant(owner, tf.int64)
-    rows = table.gather(ids_t) if hasattr(table, "gather") else tf.gather(table, ids_t)
+def _rows(table, ids: np.ndarray) -> tf.Tensor:
+    ids_t = tf.constant(ids, tf.int64)
+    return table.gather(ids_t) if hasattr(table, "gather") else tf.gather(table, ids_t)
+
+
+def _union_scores(q, table, owner: np.ndarray, ids: np.ndarray, union: np.ndarray) -> np.ndarray:
+    """`_scores` of a dot-product scorer by the union route: every query against every entity
+    any of them reaches, one block of columns at a time, each pair read from its block."""
+    q = tf.convert_to_tensor(q)
+    column = np.searchsorted(union, ids)
+    order = np.argsort(column, kind="stable")
+    width = max(1, BLOCK // len(q))
+    starts = np.searchsorted(column[order], np.arange(0, len(union) + width, width))
+    out = np.empty(len(ids), np.float32)
+    for s, lo in enumerate(range(0, len(union), width)):
+        block = tf.cast(tf.matmul(q, _rows(table, union[lo : lo + width]), transpose_b=True), tf.float32).numpy()
+        pick = order[starts[s] : starts[s + 1]]
+        out[pick] = block[owner[pick], column[pick] - lo]
+    return out
+
+
+def _pair_scores(scorer, q, table, owner: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """`_scores` of one slice, pair by pair, offsets not added. A dot-product scorer: each a
+    row's product; any other: its candidates, query by query (``owner`` is sorted)."""
+    rows = _rows(table, ids)
     if scorer.dot_product:
-        scores = tf.reduce_sum(tf.gather(tf.convert_to_tensor(q), owner_t) * rows, axis=1)
+        scores = tf.reduce_sum(tf.gather(tf.convert_to_tensor(q), tf.constant(owner, tf.int64)) * rows, axis=1)
     else:
         queries = range(owner[0], owner[-1] + 1)
         bounds = np.searchsorted(owner, np.arange(owner[0], owner[-1] + 2))
@@ -117,9 +153,12 @@ def _pair_scores(scorer, q, table, offsets, owner: np.ndarray, ids: np.ndarray) 
             scorer.score_candidates(q[b : b + 1], rows[bounds[i] : bounds[i + 1]])[0] for i, b in enumerate(queries)
         ]
         scores = tf.concat(parts, axis=0)
-    scores = tf.cast(scores, tf.float32)
-    if offsets is None:
-        return scores.numpy()
+    return tf.cast(scores, tf.float32).numpy()
+
+
+def _offsets_at(offsets, owner: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """float32: query ``owner[i]``'s offset at entity ``ids[i]`` (the slot counts)."""
+    owner_t, ids_t = tf.constant(owner, tf.int64), tf.constant(ids, tf.int64)
     if hasattr(offsets, "pairs_at"):
-        return (scores + offsets.pairs_at(owner_t, ids_t)).numpy()
-    return (scores + tf.gather_nd(offsets, tf.stack([owner_t, ids_t], axis=1))).numpy()
+        return tf.cast(offsets.pairs_at(owner_t, ids_t), tf.float32).numpy()
+    return tf.cast(tf.gather_nd(offsets, tf.stack([owner_t, ids_t], axis=1)), tf.float32).numpy()
