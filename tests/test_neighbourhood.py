@@ -95,19 +95,20 @@ def _reference_ranks(index, scores, counts, weight, terms, triples) -> np.ndarra
     return np.array(out)
 
 
-@pytest.mark.parametrize("pairs_route", [True, False])
+@pytest.mark.parametrize("route", ["pairs", "union", "union in blocks"])
 @pytest.mark.parametrize(
     "model_name, prior, chunk", [("complex", 1.0, 7), ("complex", 0.0, 100), ("distmult", 0.5, 100), ("simple", 0.5, 7)]
 )
-def test_evaluation_ranks_as_the_whole_score_by_numpy(model_name, prior, chunk, pairs_route, monkeypatch):
+def test_evaluation_ranks_as_the_whole_score_by_numpy(model_name, prior, chunk, route, monkeypatch):
     """Every route (one pass over blocks, two passes for SimplE, one block) with the term's
     correction, its reached entities scored pair by pair a few at a time, or (a dot-product
     scorer) as blocks of a few columns of the queries' union."""
     from jobi_tf.evaluation import neighbourhood as correction
 
     monkeypatch.setattr(correction, "PAIRS", 37)
-    monkeypatch.setattr(correction, "UNION_PRODUCTS_PER_PAIR", 0 if pairs_route else 10**9)
-    monkeypatch.setattr(correction, "BLOCK", 50)  # 3 columns a block for 16 queries
+    monkeypatch.setattr(correction, "UNION_PRODUCTS_PER_PAIR", 0 if route == "pairs" else 10**9)
+    if route == "union in blocks":
+        monkeypatch.setattr(correction, "BLOCK", 50)  # 3 columns a block for 16 queries
     index = _graph()
     model = JoBiModel(
         num_entities=E, num_relations=R, model=model_name, dim=4, loss="sampled-softmax", slot_prior=prior

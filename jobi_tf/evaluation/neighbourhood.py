@@ -80,10 +80,12 @@ class NeighbourhoodTerms:
 
         counts.greater += moved(total > target, base > target)
         counts.equal += moved(total == target, base == target)
-        # The best total per query, the lowest id on ties (ids are sorted within a query).
-        order = np.lexsort((ids, -total, owner))
-        first = order[np.r_[True, owner[order][1:] != owner[order][:-1]]]
-        b, best, best_id = owner[first], total[first], ids[first]
+        # The best total per query, the lowest id on ties: ``owner`` runs in order and ids are
+        # sorted within a query, so the first position at its query's maximum (no sort needed).
+        starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+        b, best = owner[starts], np.maximum.reduceat(total, starts)
+        at_best = np.flatnonzero(total == np.repeat(best, np.diff(np.r_[starts, len(owner)])))
+        best_id = ids[at_best[np.r_[True, owner[at_best][1:] != owner[at_best][:-1]]]]
         better = (best > counts.rival_score[b]) | ((best == counts.rival_score[b]) & (best_id < counts.rival[b]))
         counts.rival_score[b[better]], counts.rival[b[better]] = best[better], best_id[better]
         return counts
@@ -128,15 +130,19 @@ def _union_scores(q, table, owner: np.ndarray, ids: np.ndarray, union: np.ndarra
     """`_scores` of a dot-product scorer by the union route: every query against every entity
     any of them reaches, one block of columns at a time, each pair read from its block."""
     q = tf.convert_to_tensor(q)
-    column = np.searchsorted(union, ids)
+    column, width = np.searchsorted(union, ids), max(1, BLOCK // len(q))
+
+    def block(lo: int) -> np.ndarray:  # [B, width]: every query against union[lo : lo + width]
+        return tf.cast(tf.matmul(q, _rows(table, union[lo : lo + width]), transpose_b=True), tf.float32).numpy()
+
+    if len(union) <= width:  # one block (a batch over a small graph): no grouping by block
+        return block(0)[owner, column]
     order = np.argsort(column, kind="stable")
-    width = max(1, BLOCK // len(q))
     starts = np.searchsorted(column[order], np.arange(0, len(union) + width, width))
     out = np.empty(len(ids), np.float32)
     for s, lo in enumerate(range(0, len(union), width)):
-        block = tf.cast(tf.matmul(q, _rows(table, union[lo : lo + width]), transpose_b=True), tf.float32).numpy()
         pick = order[starts[s] : starts[s + 1]]
-        out[pick] = block[owner[pick], column[pick] - lo]
+        out[pick] = block(lo)[owner[pick], column[pick] - lo]
     return out
 
 
