@@ -106,9 +106,10 @@ UNION_PRODUCTS_PER_PAIR = 16
 
 def _scores(scorer, q, table, offsets, owner: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """float32: the score of query ``owner[i]`` at entity ``ids[i]``, its offsets added."""
-    union = np.unique(ids)
-    if scorer.dot_product and len(q) * len(union) <= UNION_PRODUCTS_PER_PAIR * len(ids):
-        scores = _union_scores(q, table, owner, ids, union)
+    reached = np.zeros(int(table.shape[0]), bool)  # a mask, not a sort of every pair
+    reached[ids] = True
+    if scorer.dot_product and len(q) * np.count_nonzero(reached) <= UNION_PRODUCTS_PER_PAIR * len(ids):
+        scores = _union_scores(q, table, owner, ids, reached)
     else:
         parts = [
             _pair_scores(scorer, q, table, owner[i : i + PAIRS], ids[i : i + PAIRS]) for i in range(0, len(ids), PAIRS)
@@ -126,11 +127,13 @@ def _rows(table, ids: np.ndarray) -> tf.Tensor:
     return table.gather(ids_t) if hasattr(table, "gather") else tf.gather(table, ids_t)
 
 
-def _union_scores(q, table, owner: np.ndarray, ids: np.ndarray, union: np.ndarray) -> np.ndarray:
+def _union_scores(q, table, owner: np.ndarray, ids: np.ndarray, reached: np.ndarray) -> np.ndarray:
     """`_scores` of a dot-product scorer by the union route: every query against every entity
-    any of them reaches, one block of columns at a time, each pair read from its block."""
+    any of them reaches (``reached``, a mask over the entities), one block of columns at a time,
+    each pair read from its block."""
     q = tf.convert_to_tensor(q)
-    column, width = np.searchsorted(union, ids), max(1, BLOCK // len(q))
+    union, column = np.flatnonzero(reached), (np.cumsum(reached) - 1)[ids]
+    width = max(1, BLOCK // len(q))
 
     def block(lo: int) -> np.ndarray:  # [B, width]: every query against union[lo : lo + width]
         return tf.cast(tf.matmul(q, _rows(table, union[lo : lo + width]), transpose_b=True), tf.float32).numpy()
