@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from random_batches import counted_model
 from references import slot_log_counts_by_loop
 
 from jobi_tf.config import ExportConfig
@@ -31,14 +32,7 @@ def _graph(seed: int) -> np.ndarray:
 
 
 def _model(train: np.ndarray, model: str, reciprocal: bool) -> JoBiModel:
-    jobi = JoBiModel(
-        num_entities=E, num_relations=R, model=model, dim=4, loss="sampled-softmax", slot_prior=W, reciprocal=reciprocal
-    )
-    rng = np.random.default_rng(2)
-    for var in (jobi.entity_embeddings, jobi.triple_relations):
-        var.assign(rng.normal(size=var.shape).astype(np.float32))
-    jobi.prior.fill(train)
-    return jobi
+    return counted_model(train, E, R, model=model, dim=4, weight=W, reciprocal=reciprocal)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,11 @@ The candidates' rows are read by one XLA-compiled gather and product (`_row_scor
 numbers its entities cell by cell, so they are runs of consecutive rows, and the fused loop reads
 them once, at close to streaming speed; TensorFlow's own gather then product copied them first
 (docs/serving.md). TensorFlow Serving runs it with ``--xla_cpu_compilation_enabled=true``.
+That read is most of a query, so a float32 table is also held as a bfloat16 copy (``coarse_rows``,
+half the bytes): the cells' candidates are ranked by it, and the best ``k + RESCORED`` of them are
+scored again from the float32 rows. The answers and their scores are the float32 ones; the copy
+only chooses which candidates reach that second scoring (FAISS's re-ranking of a compressed
+index's candidates, Jégou et al., 2011).
 """
 
 from __future__ import annotations
@@ -24,17 +29,22 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.contracts.scorer import not_a_dot_product
-from jobi_tf.export.cells import FREQUENT, CellIndex, Cells, SlotCells, counts_in_cells
+from jobi_tf.export.cells import FREQUENT, CellIndex, Cells, SlotCells, counts_in_cells, positions_in_cells
 from jobi_tf.export.scorer_module import _K, _NAMES, TripleScorerModule
 from jobi_tf.export.served_tables import read_value
 from jobi_tf.runtime.errors import ExportError
 
-__all__ = ["ApproximateScorerModule", "padded_size"]
+__all__ = ["ApproximateScorerModule", "RESCORED", "padded_size"]
 
 #: The candidates of a query are padded to one of a few sizes, ``2^(i/4)`` apart (at most 19% more
 #: rows), so that XLA compiles one program per size class instead of one per query.
 _SIZES_PER_DOUBLING = 4
 _MIN_PADDED = 1024
+
+#: Candidates of the cells scored again in float32 beyond the ``k`` asked, after the bfloat16
+#: copy ranked them all: bfloat16 keeps 8 bits of each number, so a float32 top 10 falls outside
+#: the copy's top 266 only between near-ties that far apart (docs/serving.md measures the recall).
+RESCORED = 256
 
 
 def padded_size(n: tf.Tensor) -> tf.Tensor:
@@ -67,12 +77,18 @@ class ApproximateScorerModule(TripleScorerModule):
 
     entity_columns = False  # candidates are gathered as rows: 10^5 strided column reads are far slower
     frequent = FREQUENT  # with slot counts: each slot's entities always scored (`SlotCells`)
+    rescored = RESCORED  # 0: no bfloat16 copy, every candidate scored from the table itself
 
     def __init__(self, *args, cells: Cells, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if not self._scorer.dot_product:
             raise ExportError(not_a_dot_product(self._scorer, "--cells"))
         self.cells = CellIndex(cells)
+        self.coarse_rows = None  # a bfloat16 table needs no copy: its own rows are read once already
+        if self.rescored and not self.entities.widened:
+            self.coarse_rows = tf.Variable(
+                tf.cast(self.entities.values, tf.bfloat16), trainable=False, name="coarse_rows"
+            )
         self.slot_cells = None
         if self.slot_prior is not None:
             keys, values = self.slot_prior.sparse_arrays()
@@ -111,13 +127,20 @@ class ApproximateScorerModule(TripleScorerModule):
                 bonus = self.slot_prior.weight * tf.gather(self.slot_cells.bound.value(), slot)[None]
             chosen = self.cells.probe(one[None, :], probe, bonus)  # [1, P]
             ids = self.cells.rows_of(chosen).flat_values  # entity ids [n]
-            scores = self._scores(ids, one)  # <query, row>
+            coarse = None if self.coarse_rows is None else read_value(self.coarse_rows)
+            scores = self._scores(ids, one, coarse)  # <query, row>, from the copy when there is one
+            added = None
             if self.slot_cells is not None:
                 counts = self.slot_prior.sparse_arrays()
                 in_cells = counts_in_cells(*counts, self.cells.offsets.value(), chosen[0], slot, self.num_entities)
-                scores += self.slot_prior.weight * in_cells + shift
-            if known is not None:
-                scores = tf.where(_known(known, key, ids), tf.constant(-np.inf, scores.dtype), scores)
+                added = self.slot_prior.weight * in_cells + shift
+                scores += added
+            if known is not None:  # each known fact found among the candidates, not each candidate among them
+                _, facts = known.pairs(key[None])
+                at = positions_in_cells(facts, self.cells.offsets.value(), chosen[0])
+                scores = tf.tensor_scatter_nd_update(scores, at, tf.fill([tf.shape(at)[0]], -np.inf))
+            if coarse is not None:
+                ids, scores = self._rescored(ids, scores, added, one, k)
             if self.slot_cells is not None:
                 ids, scores = self._with_frequent(ids, scores, one, key, slot, shift, known, k)
             if self.neighbourhood is not None:
@@ -188,11 +211,23 @@ class ApproximateScorerModule(TripleScorerModule):
         scores = tf.where(twice, tf.constant(-np.inf, scores.dtype), scores)
         return tf.concat([ids, tf.cast(reached, ids.dtype)], 0), tf.concat([scores, extra], 0)
 
-    def _scores(self, ids: tf.Tensor, query: tf.Tensor) -> tf.Tensor:
-        """``<query, row>`` of each id's row, through `_row_scores` on ids padded to `padded_size`."""
+    def _rescored(self, ids, scores, added, query, k) -> tuple[tf.Tensor, tf.Tensor]:
+        """The best ``k + rescored`` candidates by their bfloat16 scores, scored again from the
+        float32 rows (``added``: the counts' part of each score, kept; known facts stay out)."""
+        best, position = tf.math.top_k(scores, k=tf.minimum(k + self.rescored, tf.size(scores)))
+        ids = tf.gather(ids, position)
+        exact = self._scores(ids, query)
+        if added is not None:
+            exact += tf.gather(added, position)
+        return ids, tf.where(tf.math.is_inf(best), best, exact)
+
+    def _scores(self, ids: tf.Tensor, query: tf.Tensor, table: tf.Tensor | None = None) -> tf.Tensor:
+        """``<query, row>`` of each id's row of ``table`` (default: the served table), through
+        `_row_scores` on ids padded to `padded_size`."""
         n = tf.size(ids)
         padded = tf.pad(ids, [[0, padded_size(n) - n]])  # (id 0's row: scored, then cut off)
-        return _row_scores(read_value(self.entities.values), padded, query)[:n]
+        table = read_value(self.entities.values) if table is None else table
+        return _row_scores(table, padded, query)[:n]
 
 
 def _known(known, key: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:

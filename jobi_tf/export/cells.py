@@ -21,6 +21,7 @@ __all__ = [
     "CellIndex",
     "SlotCells",
     "counts_in_cells",
+    "positions_in_cells",
     "kmeans_cells",
     "default_cells",
     "cell_order",
@@ -232,3 +233,21 @@ def counts_in_cells(
     at, which = spans.flat_values, spans.value_rowids()
     position = tf.gather(first, which) + tf.gather(keys, at) - slot * e - tf.gather(starts, which)
     return tf.scatter_nd(position[:, None], tf.gather(values, at), tf.reduce_sum(sizes)[None])
+
+
+def positions_in_cells(entities: tf.Tensor, cell_offsets: tf.Tensor, chosen: tf.Tensor) -> tf.Tensor:
+    """int64 ``[m, 1]``: where each of ``entities`` that lies in the cells ``chosen [P]`` (in id
+    order) stands among their rows (cell after cell, as `CellIndex.rows_of` lists them).
+
+    Why: to leave a query's known facts out of its 10^5 candidates, looking each candidate up
+    among the facts costs a search per candidate; placing each fact among the candidates costs
+    two searches per fact, and a query has far fewer facts than candidates."""
+    entities = tf.cast(entities, tf.int64)
+    chosen = tf.cast(chosen, tf.int64)
+    cell = tf.searchsorted(cell_offsets, entities, side="right", out_type=tf.int64) - 1  # each entity's cell
+    at = tf.minimum(tf.searchsorted(chosen, cell, out_type=tf.int64), tf.size(chosen, out_type=tf.int64) - 1)
+    inside = tf.gather(chosen, at) == cell
+    starts = tf.gather(cell_offsets, chosen)
+    first = tf.cumsum(tf.gather(cell_offsets, chosen + 1) - starts, exclusive=True)
+    position = tf.gather(first, at) + entities - tf.gather(starts, at)
+    return tf.boolean_mask(position, inside)[:, None]

@@ -159,7 +159,7 @@ class KnownFacts(tf.Module):
 
     def mask(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
         """``scores [B, E]`` with the known entities of each row's key set to ``-inf``."""
-        cells = tf.stack(self._pairs(query_keys), axis=1)
+        cells = tf.stack(self.pairs(query_keys), axis=1)
         minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
         return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
 
@@ -167,14 +167,14 @@ class KnownFacts(tf.Module):
         """bool ``[N]``, one per ``candidates.flat_values``: the entity is listed under its
         row's key. Each (row, entity) pair becomes one int64 (row in the high 32 bits), and the
         candidates are looked up in the sorted known pairs: no ``[B, E]`` tensor is made."""
-        rows, entities = self._pairs(query_keys)
+        rows, entities = self.pairs(query_keys)
         known = tf.sort(tf.bitwise.left_shift(rows, 32) + entities)
         asked = tf.bitwise.left_shift(candidates.value_rowids(), 32) + tf.cast(candidates.flat_values, tf.int64)
         last = tf.maximum(tf.size(known, out_type=tf.int64) - 1, 0)
         pos = tf.minimum(tf.searchsorted(known, asked, out_type=tf.int64), last)
         return tf.gather(tf.concat([known, [-1]], 0), pos) == asked  # (the -1 keeps an empty set's gather valid)
 
-    def _pairs(self, query_keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def pairs(self, query_keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """``(rows, entities)``, int64: every entity listed under each row's key, with its row."""
         keys, offsets, values = read_value(self.keys), read_value(self.offsets), read_value(self.values)
         last = tf.shape(keys, out_type=tf.int64)[0] - 1
