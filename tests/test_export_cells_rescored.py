@@ -18,6 +18,7 @@ from jobi_tf.data.vocab import Vocab
 from jobi_tf.export.approximate import ApproximateScorerModule
 from jobi_tf.export.cells import positions_in_cells
 from jobi_tf.export.savedmodel import export_saved_model
+from jobi_tf.export.served_tables import row_ids
 
 E, R, CELLS, RESCORED, K = 1500, 3, 6, 6, 10
 
@@ -87,3 +88,11 @@ def test_known_facts_are_placed_among_the_probed_rows_as_numpy_places_them():
     got = positions_in_cells(tf.constant(facts), tf.constant(offsets), tf.constant(chosen)).numpy()
     assert got.shape == (len(expected), 1) and 0 < len(expected) < len(facts)
     np.testing.assert_array_equal(got[:, 0], expected)
+
+
+def test_the_row_of_each_value_is_the_one_numpy_repeats():
+    lengths = np.array([2, 0, 5, 1, 0, 3])
+    spans = tf.RaggedTensor.from_row_lengths(tf.range(int(lengths.sum())), tf.constant(lengths))
+    np.testing.assert_array_equal(row_ids(spans).numpy(), np.repeat(np.arange(len(lengths)), lengths))
+    empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+    assert row_ids(empty).numpy().shape == (0,)

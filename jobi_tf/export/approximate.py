@@ -139,10 +139,9 @@ class ApproximateScorerModule(TripleScorerModule):
                 _, facts = known.pairs(key[None])
                 at = positions_in_cells(facts, self.cells.offsets.value(), chosen[0])
                 scores = tf.tensor_scatter_nd_update(scores, at, tf.fill([tf.shape(at)[0]], -np.inf))
-            if coarse is not None:
-                ids, scores = self._rescored(ids, scores, added, one, k)
+            ids, scores = self._shortlist(ids, scores, added, one, k, rescore=coarse is not None)
             if self.slot_cells is not None:
-                ids, scores = self._with_frequent(ids, scores, one, key, slot, shift, known, k)
+                ids, scores = self._with_frequent(ids, scores, one, key, slot, shift, known)
             if self.neighbourhood is not None:
                 ids, scores = self._with_reached(ids, scores, one, key, slot, shift, known, given)
             best, position = tf.math.top_k(scores, k=tf.minimum(k, tf.size(scores)))
@@ -177,10 +176,9 @@ class ApproximateScorerModule(TripleScorerModule):
         prior = self.slot_prior.read()
         return slot, prior.weight * prior.log_counts(other, anchor64)
 
-    def _with_frequent(self, ids, scores, query, key, slot, shift, known, k) -> tuple[tf.Tensor, tf.Tensor]:
-        """The cells' candidates with the slot's most frequent entities (`SlotCells`): the best
-        ``k + F`` of the cells' (an entity in both lists has one score; the frequent copy stays),
-        then the frequent ones, scored exactly."""
+    def _with_frequent(self, ids, scores, query, key, slot, shift, known) -> tuple[tf.Tensor, tf.Tensor]:
+        """The shortlist with the slot's most frequent entities (`SlotCells`), scored exactly; an
+        entity in both lists keeps its frequent copy only, so every entity is listed once."""
         frequent, counts = self.slot_cells.frequent(slot)
         f = tf.size(frequent)
         padded = tf.pad(frequent, [[0, self.slot_cells.width - f]])  # one compiled size
@@ -188,34 +186,38 @@ class ApproximateScorerModule(TripleScorerModule):
         extra += self.slot_prior.weight * counts + shift
         if known is not None:
             extra = tf.where(_known(known, key, frequent), tf.constant(-np.inf, extra.dtype), extra)
-        best, position = tf.math.top_k(scores, k=tf.minimum(k + f, tf.size(scores)))
-        kept = tf.gather(ids, position)
-        twice = tf.reduce_any(kept[:, None] == frequent[None, :], axis=1)
-        best = tf.where(twice, tf.constant(-np.inf, best.dtype), best)
-        return tf.concat([kept, frequent], 0), tf.concat([best, extra], 0)
+        once = ~tf.reduce_any(ids[:, None] == frequent[None, :], axis=1)
+        ids, scores = tf.boolean_mask(ids, once), tf.boolean_mask(scores, once)
+        return tf.concat([ids, frequent], 0), tf.concat([scores, extra], 0)
 
     def _with_reached(self, ids, scores, query, key, slot, shift, known, given) -> tuple[tf.Tensor, tf.Tensor]:
         """The candidates so far, those the term reaches taken out, then every entity it reaches
         from ``given``, scored exactly with it (and the counts, when the model ranks with them)."""
         _, reached, terms = self.neighbourhood.reach(given[None])
-        order = tf.argsort(reached)
-        reached, terms = tf.gather(reached, order), tf.gather(terms, order)
         extra = self._scores(tf.cast(reached, tf.int32), query) + terms
         if self.slot_prior is not None:
             prior = self.slot_prior.read()
             extra += prior.weight * prior.log_counts(tf.fill(tf.shape(reached), slot), reached) + shift
         if known is not None:
             extra = tf.where(_known(known, key, tf.cast(reached, tf.int32)), tf.constant(-np.inf, extra.dtype), extra)
-        ids64 = tf.cast(ids, tf.int64)  # in both lists: the copy without the term goes
-        twice = tf.gather(tf.concat([reached, [-1]], 0), tf.searchsorted(reached, ids64)) == ids64
-        scores = tf.where(twice, tf.constant(-np.inf, scores.dtype), scores)
+        # In both lists, the copy without the term goes: each reached entity is looked up in the
+        # shortlist (a few hundred distinct ids, sorted here), not the shortlist in the reach.
+        ids64 = tf.cast(ids, tf.int64)
+        order = tf.argsort(ids64)
+        listed = tf.concat([tf.gather(ids64, order), [-1]], 0)  # (the ends keep the gathers valid)
+        at = tf.searchsorted(listed[:-1], reached)
+        twice = tf.boolean_mask(tf.gather(tf.concat([order, [0]], 0), at), tf.gather(listed, at) == reached)
+        scores = tf.tensor_scatter_nd_update(scores, twice[:, None], tf.fill(tf.shape(twice), -np.inf))
         return tf.concat([ids, tf.cast(reached, ids.dtype)], 0), tf.concat([scores, extra], 0)
 
-    def _rescored(self, ids, scores, added, query, k) -> tuple[tf.Tensor, tf.Tensor]:
-        """The best ``k + rescored`` candidates by their bfloat16 scores, scored again from the
-        float32 rows (``added``: the counts' part of each score, kept; known facts stay out)."""
-        best, position = tf.math.top_k(scores, k=tf.minimum(k + self.rescored, tf.size(scores)))
+    def _shortlist(self, ids, scores, added, query, k, rescore: bool) -> tuple[tf.Tensor, tf.Tensor]:
+        """The cells' best ``k`` candidates, or with ``rescore`` their best ``k + rescored`` by the
+        bfloat16 copy's scores, scored again from the float32 rows (``added``: the counts' part of
+        each score, kept; known facts stay out). The frequent and reached entities join after."""
+        best, position = tf.math.top_k(scores, k=tf.minimum(k + (self.rescored if rescore else 0), tf.size(scores)))
         ids = tf.gather(ids, position)
+        if not rescore:
+            return ids, best
         exact = self._scores(ids, query)
         if added is not None:
             exact += tf.gather(added, position)

@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from jobi_tf.export.served_tables import row_ids
+
 __all__ = [
     "Cells",
     "CellIndex",
@@ -230,7 +232,7 @@ def counts_in_cells(
     lo = tf.searchsorted(keys, slot * e + starts, out_type=tf.int64)
     hi = tf.searchsorted(keys, slot * e + ends, out_type=tf.int64)
     spans = tf.ragged.range(lo, hi)
-    at, which = spans.flat_values, spans.value_rowids()
+    at, which = spans.flat_values, row_ids(spans)
     position = tf.gather(first, which) + tf.gather(keys, at) - slot * e - tf.gather(starts, which)
     return tf.scatter_nd(position[:, None], tf.gather(values, at), tf.reduce_sum(sizes)[None])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from jobi_tf.export.served_tables import read_value
+from jobi_tf.export.served_tables import read_value, row_ids
 from jobi_tf.models.neighbourhood import SCALE, Neighbourhood
 
 __all__ = ["ServedNeighbourhood"]
@@ -65,7 +65,7 @@ class ServedNeighbourhood(tf.Module):
 def _steps(start, neighbours, rows: tf.Tensor, entities: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """``(rows, neighbours)``: every edge end of each of ``entities``, with the row it came from."""
     spans = tf.ragged.range(tf.gather(start, entities), tf.gather(start, entities + 1))
-    return tf.gather(rows, spans.value_rowids()), tf.cast(tf.gather(neighbours, spans.flat_values), tf.int64)
+    return tf.gather(rows, row_ids(spans)), tf.cast(tf.gather(neighbours, spans.flat_values), tf.int64)
 
 
 def _kept(share: tf.Tensor, rows: tf.Tensor, entities: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -26,6 +26,7 @@ __all__ = [
     "calibration_variables",
     "interpolate",
     "read_value",
+    "row_ids",
     "top_k",
     "vocab_table",
     "widened_scores",
@@ -50,6 +51,17 @@ def vocab_table(path: str, size: int, *, to_ids: bool) -> tf.lookup.StaticHashTa
         return tf.lookup.StaticHashTable(init, default_value=-1)
     init = tf.lookup.TextFileInitializer(path, tf.int64, number, tf.string, line, vocab_size=size)
     return tf.lookup.StaticHashTable(init, default_value="")
+
+
+def row_ids(spans: tf.RaggedTensor) -> tf.Tensor:
+    """int64 ``[n]``: the row of each of ``spans.flat_values``.
+
+    Why not ``spans.value_rowids()``: TensorFlow builds it from a ``[rows, longest row]`` mask, so
+    one long row (a well-connected entity's edges, a cell's many counts) makes every row cost as
+    much; a search of the row splits costs ``log(rows)`` per value.
+    """
+    splits = tf.cast(spans.row_splits, tf.int64)
+    return tf.searchsorted(splits[1:], tf.range(splits[-1]), side="right", out_type=tf.int64)
 
 
 #: Entities per block of `top_k` (a query's scores are cut into blocks of this many).
@@ -169,7 +181,7 @@ class KnownFacts(tf.Module):
         candidates are looked up in the sorted known pairs: no ``[B, E]`` tensor is made."""
         rows, entities = self.pairs(query_keys)
         known = tf.sort(tf.bitwise.left_shift(rows, 32) + entities)
-        asked = tf.bitwise.left_shift(candidates.value_rowids(), 32) + tf.cast(candidates.flat_values, tf.int64)
+        asked = tf.bitwise.left_shift(row_ids(candidates), 32) + tf.cast(candidates.flat_values, tf.int64)
         last = tf.maximum(tf.size(known, out_type=tf.int64) - 1, 0)
         pos = tf.minimum(tf.searchsorted(known, asked, out_type=tf.int64), last)
         return tf.gather(tf.concat([known, [-1]], 0), pos) == asked  # (the -1 keeps an empty set's gather valid)
@@ -183,7 +195,7 @@ class KnownFacts(tf.Module):
         starts = tf.where(hit, tf.gather(offsets, pos), 0)
         limits = tf.where(hit, tf.gather(offsets, pos + 1), 0)
         spans = tf.ragged.range(starts, limits)
-        return spans.value_rowids(), tf.cast(tf.gather(values, spans.flat_values), tf.int64)
+        return row_ids(spans), tf.cast(tf.gather(values, spans.flat_values), tf.int64)
 
     def listed(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
         """bool, shaped like ``scores [B, E]``: the entities listed under each row's key."""
