@@ -122,24 +122,7 @@ class ApproximateScorerModule(TripleScorerModule):
 
         def answer(inputs: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tf.Tensor]:
             one, key, slot, shift, given = inputs
-            bonus = None
-            if self.slot_cells is not None:
-                bonus = self.slot_prior.weight * tf.gather(self.slot_cells.bound.value(), slot)[None]
-            chosen = self.cells.probe(one[None, :], probe, bonus)  # [1, P]
-            ids = self.cells.rows_of(chosen).flat_values  # entity ids [n]
-            coarse = None if self.coarse_rows is None else read_value(self.coarse_rows)
-            scores = self._scores(ids, one, coarse)  # <query, row>, from the copy when there is one
-            added = None
-            if self.slot_cells is not None:
-                counts = self.slot_prior.sparse_arrays()
-                in_cells = counts_in_cells(*counts, self.cells.offsets.value(), chosen[0], slot, self.num_entities)
-                added = self.slot_prior.weight * in_cells + shift
-                scores += added
-            if known is not None:  # each known fact found among the candidates, not each candidate among them
-                _, facts = known.pairs(key[None])
-                at = positions_in_cells(facts, self.cells.offsets.value(), chosen[0])
-                scores = tf.tensor_scatter_nd_update(scores, at, tf.fill([tf.shape(at)[0]], -np.inf))
-            ids, scores = self._shortlist(ids, scores, added, one, k, rescore=coarse is not None)
+            ids, scores = self._from_cells(one, key, slot, shift, known, k, probe)
             if self.slot_cells is not None:
                 ids, scores = self._with_frequent(ids, scores, one, key, slot, shift, known)
             if self.neighbourhood is not None:
@@ -163,6 +146,28 @@ class ApproximateScorerModule(TripleScorerModule):
             "scores": tf.where(found[:, None], best, np.nan),
             "found": found,
         }
+
+    def _from_cells(self, query, key, slot, shift, known, k, probe) -> tuple[tf.Tensor, tf.Tensor]:
+        """The shortlist (`_shortlist`) of the rows of the ``probe`` cells that score highest for
+        one query: scored from the bfloat16 copy when there is one, with the counts, known facts out."""
+        bonus = None
+        if self.slot_cells is not None:
+            bonus = self.slot_prior.weight * tf.gather(self.slot_cells.bound.value(), slot)[None]
+        chosen = self.cells.probe(query[None, :], probe, bonus)  # [1, P]
+        ids = self.cells.rows_of(chosen).flat_values  # entity ids [n]
+        coarse = None if self.coarse_rows is None else read_value(self.coarse_rows)
+        scores = self._scores(ids, query, coarse)  # <query, row>, from the copy when there is one
+        added = None
+        if self.slot_cells is not None:
+            counts = self.slot_prior.sparse_arrays()
+            in_cells = counts_in_cells(*counts, self.cells.offsets.value(), chosen[0], slot, self.num_entities)
+            added = self.slot_prior.weight * in_cells + shift
+            scores += added
+        if known is not None:  # each known fact found among the candidates, not each candidate among them
+            _, facts = known.pairs(key[None])
+            at = positions_in_cells(facts, self.cells.offsets.value(), chosen[0])
+            scores = tf.tensor_scatter_nd_update(scores, at, tf.fill([tf.shape(at)[0]], -np.inf))
+        return self._shortlist(ids, scores, added, query, k, rescore=coarse is not None)
 
     def _slots_and_shifts(self, side: str, anchor: tf.Tensor, r: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """``(slot [B], shift [B])``: the slot each query asks (tail slots first, then head slots)
