@@ -83,7 +83,7 @@ def test_known_facts_are_placed_among_the_probed_rows_as_numpy_places_them():
     offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 9, size=30))]).astype(np.int64)  # empty cells too
     chosen = np.sort(rng.choice(30, size=11, replace=False)).astype(np.int32)
     rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in chosen])  # as rows_of lists them
-    facts = rng.choice(offsets[-1], size=40, replace=False)
+    facts = np.sort(rng.choice(offsets[-1], size=40, replace=False))  # a key's entities, as listed
     expected = [int(np.flatnonzero(rows == f)[0]) for f in facts if f in rows]
     got = positions_in_cells(tf.constant(facts), tf.constant(offsets), tf.constant(chosen)).numpy()
     assert got.shape == (len(expected), 1) and 0 < len(expected) < len(facts)

@@ -122,11 +122,12 @@ class ApproximateScorerModule(TripleScorerModule):
 
         def answer(inputs: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tf.Tensor]:
             one, key, slot, shift, given = inputs
-            ids, scores = self._from_cells(one, key, slot, shift, known, k, probe)
+            facts = None if known is None else known.pairs(key[None])[1]  # the key's known entities, sorted
+            ids, scores = self._from_cells(one, slot, shift, facts, k, probe)
             if self.slot_cells is not None:
-                ids, scores = self._with_frequent(ids, scores, one, key, slot, shift, known)
+                ids, scores = self._with_frequent(ids, scores, one, slot, shift, facts)
             if self.neighbourhood is not None:
-                ids, scores = self._with_reached(ids, scores, one, key, slot, shift, known, given)
+                ids, scores = self._with_reached(ids, scores, one, slot, shift, facts, given)
             best, position = tf.math.top_k(scores, k=tf.minimum(k, tf.size(scores)))
             missing = [[0, k - tf.size(best)]]  # fewer candidates than k: no answers, as a typed slot
             return tf.pad(best, missing, constant_values=-np.inf), tf.pad(
@@ -147,7 +148,7 @@ class ApproximateScorerModule(TripleScorerModule):
             "found": found,
         }
 
-    def _from_cells(self, query, key, slot, shift, known, k, probe) -> tuple[tf.Tensor, tf.Tensor]:
+    def _from_cells(self, query, slot, shift, facts, k, probe) -> tuple[tf.Tensor, tf.Tensor]:
         """The shortlist (`_shortlist`) of the rows of the ``probe`` cells that score highest for
         one query: scored from the bfloat16 copy when there is one, with the counts, known facts out."""
         bonus = None
@@ -163,8 +164,7 @@ class ApproximateScorerModule(TripleScorerModule):
             in_cells = counts_in_cells(*counts, self.cells.offsets.value(), chosen[0], slot, self.num_entities)
             added = self.slot_prior.weight * in_cells + shift
             scores += added
-        if known is not None:  # each known fact found among the candidates, not each candidate among them
-            _, facts = known.pairs(key[None])
+        if facts is not None:  # each probed cell's known facts found as a run, not each candidate among them
             at = positions_in_cells(facts, self.cells.offsets.value(), chosen[0])
             scores = tf.tensor_scatter_nd_update(scores, at, tf.fill([tf.shape(at)[0]], -np.inf))
         return self._shortlist(ids, scores, added, query, k, rescore=coarse is not None)
@@ -181,7 +181,7 @@ class ApproximateScorerModule(TripleScorerModule):
         prior = self.slot_prior.read()
         return slot, prior.weight * prior.log_counts(other, anchor64)
 
-    def _with_frequent(self, ids, scores, query, key, slot, shift, known) -> tuple[tf.Tensor, tf.Tensor]:
+    def _with_frequent(self, ids, scores, query, slot, shift, facts) -> tuple[tf.Tensor, tf.Tensor]:
         """The shortlist with the slot's most frequent entities (`SlotCells`), scored exactly; an
         entity in both lists keeps its frequent copy only, so every entity is listed once."""
         frequent, counts = self.slot_cells.frequent(slot)
@@ -189,13 +189,13 @@ class ApproximateScorerModule(TripleScorerModule):
         padded = tf.pad(frequent, [[0, self.slot_cells.width - f]])  # one compiled size
         extra = _row_scores(read_value(self.entities.values), padded, query)[:f]
         extra += self.slot_prior.weight * counts + shift
-        if known is not None:
-            extra = tf.where(_known(known, key, frequent), tf.constant(-np.inf, extra.dtype), extra)
+        if facts is not None:
+            extra = tf.where(_known(facts, frequent), tf.constant(-np.inf, extra.dtype), extra)
         once = ~tf.reduce_any(ids[:, None] == frequent[None, :], axis=1)
         ids, scores = tf.boolean_mask(ids, once), tf.boolean_mask(scores, once)
         return tf.concat([ids, frequent], 0), tf.concat([scores, extra], 0)
 
-    def _with_reached(self, ids, scores, query, key, slot, shift, known, given) -> tuple[tf.Tensor, tf.Tensor]:
+    def _with_reached(self, ids, scores, query, slot, shift, facts, given) -> tuple[tf.Tensor, tf.Tensor]:
         """The candidates so far, those the term reaches taken out, then every entity it reaches
         from ``given``, scored exactly with it (and the counts, when the model ranks with them)."""
         _, reached, terms = self.neighbourhood.reach(given[None])
@@ -203,8 +203,8 @@ class ApproximateScorerModule(TripleScorerModule):
         if self.slot_prior is not None:
             prior = self.slot_prior.read()
             extra += prior.weight * prior.log_counts(tf.fill(tf.shape(reached), slot), reached) + shift
-        if known is not None:
-            extra = tf.where(_known(known, key, tf.cast(reached, tf.int32)), tf.constant(-np.inf, extra.dtype), extra)
+        if facts is not None:
+            extra = tf.where(_known(facts, reached), tf.constant(-np.inf, extra.dtype), extra)
         # In both lists, the copy without the term goes: each reached entity is looked up in the
         # shortlist (a few hundred distinct ids, sorted here), not the shortlist in the reach.
         ids64 = tf.cast(ids, tf.int64)
@@ -237,6 +237,8 @@ class ApproximateScorerModule(TripleScorerModule):
         return _row_scores(table, padded, query)[:n]
 
 
-def _known(known, key: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
-    """bool ``[n]``: each of one query's candidate ``ids`` is a known fact of its ``key``."""
-    return known.contains(key[None], tf.RaggedTensor.from_tensor(ids[None]))
+def _known(facts: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
+    """bool ``[n]``: each of ``ids`` is one of a query's known ``facts`` (int64, sorted, as a
+    key's entities are listed): one search each, and no sort of a hub's 10^5 facts per call."""
+    ids = tf.cast(ids, tf.int64)
+    return tf.gather(tf.concat([facts, [-1]], 0), tf.searchsorted(facts, ids)) == ids

@@ -238,18 +238,19 @@ def counts_in_cells(
 
 
 def positions_in_cells(entities: tf.Tensor, cell_offsets: tf.Tensor, chosen: tf.Tensor) -> tf.Tensor:
-    """int64 ``[m, 1]``: where each of ``entities`` that lies in the cells ``chosen [P]`` (in id
-    order) stands among their rows (cell after cell, as `CellIndex.rows_of` lists them).
+    """int64 ``[m, 1]``: where each of ``entities`` (sorted, distinct) that lies in the cells
+    ``chosen [P]`` (in id order) stands among their rows (cell after cell, as
+    `CellIndex.rows_of` lists them).
 
-    Why: to leave a query's known facts out of its 10^5 candidates, looking each candidate up
-    among the facts costs a search per candidate; placing each fact among the candidates costs
-    two searches per fact, and a query has far fewer facts than candidates."""
+    Why: to leave a query's known facts out of its 10^5 candidates. Looking each candidate up
+    among the facts costs a search per candidate, and placing each fact a search per fact (a
+    hub's key lists 10^5 of them); but a cell's facts are one run of the sorted facts (ids go
+    cell by cell), so two searches a cell find them all, as `counts_in_cells` finds the counts."""
     entities = tf.cast(entities, tf.int64)
     chosen = tf.cast(chosen, tf.int64)
-    cell = tf.searchsorted(cell_offsets, entities, side="right", out_type=tf.int64) - 1  # each entity's cell
-    at = tf.minimum(tf.searchsorted(chosen, cell, out_type=tf.int64), tf.size(chosen, out_type=tf.int64) - 1)
-    inside = tf.gather(chosen, at) == cell
-    starts = tf.gather(cell_offsets, chosen)
-    first = tf.cumsum(tf.gather(cell_offsets, chosen + 1) - starts, exclusive=True)
-    position = tf.gather(first, at) + entities - tf.gather(starts, at)
-    return tf.boolean_mask(position, inside)[:, None]
+    starts, ends = tf.gather(cell_offsets, chosen), tf.gather(cell_offsets, chosen + 1)  # [P] id ranges
+    first = tf.cumsum(ends - starts, exclusive=True)  # each cell's first position among the rows
+    lo = tf.searchsorted(entities, starts, out_type=tf.int64)
+    spans = tf.ragged.range(lo, tf.searchsorted(entities, ends, out_type=tf.int64))
+    at, which = spans.flat_values, row_ids(spans)
+    return (tf.gather(first, which) + tf.gather(entities, at) - tf.gather(starts, which))[:, None]

@@ -187,7 +187,8 @@ class KnownFacts(tf.Module):
         return tf.gather(tf.concat([known, [-1]], 0), pos) == asked  # (the -1 keeps an empty set's gather valid)
 
     def pairs(self, query_keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """``(rows, entities)``, int64: every entity listed under each row's key, with its row."""
+        """``(rows, entities)``, int64: every entity listed under each row's key, with its row;
+        a key's entities in increasing order (`jobi_tf.data.index.CSR` sorts them)."""
         keys, offsets, values = read_value(self.keys), read_value(self.offsets), read_value(self.values)
         last = tf.shape(keys, out_type=tf.int64)[0] - 1
         pos = tf.minimum(tf.searchsorted(keys, query_keys, out_type=tf.int64), last)
