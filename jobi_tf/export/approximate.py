@@ -16,35 +16,42 @@ The candidates' rows are read by one XLA-compiled gather and product (`_row_scor
 numbers its entities cell by cell, so they are runs of consecutive rows, and the fused loop reads
 them once, at close to streaming speed; TensorFlow's own gather then product copied them first
 (docs/serving.md). TensorFlow Serving runs it with ``--xla_cpu_compilation_enabled=true``.
-That read is most of a query, so a float32 table is also held as a bfloat16 copy (``coarse_rows``,
-half the bytes): the cells' candidates are ranked by it, and the best ``k + RESCORED`` of them are
-scored again from the float32 rows. The answers and their scores are the float32 ones; the copy
-only chooses which candidates reach that second scoring (FAISS's re-ranking of a compressed
-index's candidates, Jégou et al., 2011).
+That read is most of a query, so a float32 table is also held as a smaller copy
+(`jobi_tf.export.coarse.CoarseRows`: the rows' principal directions in bfloat16, a quarter of the
+bytes): the cells' candidates are ranked by it, and the best ``k + RESCORED`` of them are scored
+again from the float32 rows. The answers and their scores are the float32 ones; the copy only
+chooses which candidates reach that second scoring (FAISS's re-ranking of a compressed index's
+candidates, Jégou et al., 2011).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from jobi_tf.contracts.scorer import not_a_dot_product
-from jobi_tf.export.cells import FREQUENT, CellIndex, Cells, SlotCells, counts_in_cells, positions_in_cells
+from jobi_tf.export.cells import FREQUENT, CellIndex, Cells, SlotCells, places_in_cells
+from jobi_tf.export.coarse import CoarseRows
 from jobi_tf.export.scorer_module import _K, _NAMES, TripleScorerModule
-from jobi_tf.export.served_tables import read_value
+from jobi_tf.export.served_tables import KnownFacts, read_value
 from jobi_tf.runtime.errors import ExportError
 
-__all__ = ["ApproximateScorerModule", "RESCORED", "padded_size"]
+__all__ = ["ApproximateScorerModule", "COARSE_SHARE", "RESCORED", "padded_size"]
 
 #: The candidates of a query are padded to one of a few sizes, ``2^(i/4)`` apart (at most 19% more
 #: rows), so that XLA compiles one program per size class instead of one per query.
 _SIZES_PER_DOUBLING = 4
 _MIN_PADDED = 1024
 
-#: Candidates of the cells scored again in float32 beyond the ``k`` asked, after the bfloat16
-#: copy ranked them all: bfloat16 keeps 8 bits of each number, so a float32 top 10 falls outside
-#: the copy's top 266 only between near-ties that far apart (docs/serving.md measures the recall).
+#: Candidates of the cells scored again in float32 beyond the ``k`` asked, after the copy ranked
+#: them all (docs/serving.md measures the recall against the float32 ranking).
 RESCORED = 256
+
+#: The share of the rows' principal directions the copy keeps (`jobi_tf.export.coarse`): half, in
+#: bfloat16, a quarter of float32's bytes (docs/serving.md measures what it keeps of the top 10).
+COARSE_SHARE = 0.5
 
 
 def padded_size(n: tf.Tensor) -> tf.Tensor:
@@ -77,18 +84,17 @@ class ApproximateScorerModule(TripleScorerModule):
 
     entity_columns = False  # candidates are gathered as rows: 10^5 strided column reads are far slower
     frequent = FREQUENT  # with slot counts: each slot's entities always scored (`SlotCells`)
-    rescored = RESCORED  # 0: no bfloat16 copy, every candidate scored from the table itself
+    rescored = RESCORED  # 0: no copy, every candidate scored from the table itself
+    coarse_share = COARSE_SHARE  # of the rows' directions, the copy keeps
 
     def __init__(self, *args, cells: Cells, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if not self._scorer.dot_product:
             raise ExportError(not_a_dot_product(self._scorer, "--cells"))
         self.cells = CellIndex(cells)
-        self.coarse_rows = None  # a bfloat16 table needs no copy: its own rows are read once already
+        self.coarse_rows = None  # a bfloat16 table holds no copy: its own rows are read once already
         if self.rescored and not self.entities.widened:
-            self.coarse_rows = tf.Variable(
-                tf.cast(self.entities.values, tf.bfloat16), trainable=False, name="coarse_rows"
-            )
+            self.coarse_rows = CoarseRows(self.entities.numpy(), self.coarse_share)
         self.slot_cells = None
         if self.slot_prior is not None:
             keys, values = self.slot_prior.sparse_arrays()
@@ -122,7 +128,7 @@ class ApproximateScorerModule(TripleScorerModule):
 
         def answer(inputs: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tf.Tensor]:
             one, key, slot, shift, given = inputs
-            facts = None if known is None else known.pairs(key[None])[1]  # the key's known entities, sorted
+            facts = None if known is None else _Facts.of(known, key)
             ids, scores = self._from_cells(one, slot, shift, facts, k, probe)
             if self.slot_cells is not None:
                 ids, scores = self._with_frequent(ids, scores, one, slot, shift, facts)
@@ -154,19 +160,27 @@ class ApproximateScorerModule(TripleScorerModule):
         bonus = None
         if self.slot_cells is not None:
             bonus = self.slot_prior.weight * tf.gather(self.slot_cells.bound.value(), slot)[None]
-        chosen = self.cells.probe(query[None, :], probe, bonus)  # [1, P]
-        ids = self.cells.rows_of(chosen).flat_values  # entity ids [n]
-        coarse = None if self.coarse_rows is None else read_value(self.coarse_rows)
-        scores = self._scores(ids, query, coarse)  # <query, row>, from the copy when there is one
+        chosen = self.cells.probe(query[None, :], probe, bonus)[0]  # [P], in id order
+        offsets = self.cells.offsets.value()
+        starts, ends = tf.gather(offsets, chosen), tf.gather(offsets, chosen + 1)  # each cell's ids
+        ids = self.cells.rows_of(chosen[None]).flat_values  # entity ids [n]
+        coarse = self.coarse_rows
+        if coarse is None:
+            scores = self._scores(ids, query)
+        else:  # ranked by the copy: <P^T query, bf16(P^T row)>
+            scores = self._scores(ids, coarse.query(query), read_value(coarse.values))
         added = None
         if self.slot_cells is not None:
-            counts = self.slot_prior.sparse_arrays()
-            in_cells = counts_in_cells(*counts, self.cells.offsets.value(), chosen[0], slot, self.num_entities)
+            keys, log_counts = self.slot_prior.sparse_arrays()
+            runs = tf.gather(self.slot_cells.run_starts.value(), slot)  # where each cell's keys begin
+            lo, hi = tf.gather(runs, chosen), tf.gather(runs, chosen + 1)
+            at, place = places_in_cells(keys, lo, hi, starts, ends, base=slot * self.num_entities)
+            in_cells = tf.scatter_nd(place, tf.gather(log_counts, at), tf.shape(scores, out_type=tf.int64))
             added = self.slot_prior.weight * in_cells + shift
             scores += added
-        if facts is not None:  # each probed cell's known facts found as a run, not each candidate among them
-            at = positions_in_cells(facts, self.cells.offsets.value(), chosen[0])
-            scores = tf.tensor_scatter_nd_update(scores, at, tf.fill([tf.shape(at)[0]], -np.inf))
+        if facts is not None:
+            _, place = places_in_cells(facts.entities, *facts.in_cells(starts, ends), starts, ends)
+            scores = tf.tensor_scatter_nd_update(scores, place, tf.fill([tf.shape(place)[0]], -np.inf))
         return self._shortlist(ids, scores, added, query, k, rescore=coarse is not None)
 
     def _slots_and_shifts(self, side: str, anchor: tf.Tensor, r: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -237,8 +251,30 @@ class ApproximateScorerModule(TripleScorerModule):
         return _row_scores(table, padded, query)[:n]
 
 
-def _known(facts: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
-    """bool ``[n]``: each of ``ids`` is one of a query's known ``facts`` (int64, sorted, as a
-    key's entities are listed): one search each, and no sort of a hub's 10^5 facts per call."""
-    ids = tf.cast(ids, tf.int64)
-    return tf.gather(tf.concat([facts, [-1]], 0), tf.searchsorted(facts, ids)) == ids
+class _Facts(NamedTuple):
+    """One query's known facts: ``listed``, its key's entities (int32, sorted), which are
+    ``entities[start:start + len(listed)]`` of all keys' (a `KnownFacts` span)."""
+
+    entities: tf.Tensor
+    start: tf.Tensor
+    listed: tf.Tensor
+
+    @classmethod
+    def of(cls, known: KnownFacts, key: tf.Tensor) -> _Facts:
+        entities = read_value(known.values)
+        start, limit = known.spans(key[None])
+        return cls(entities, start[0], entities[start[0] : limit[0]])
+
+    def in_cells(self, starts: tf.Tensor, ends: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(lo, hi)``: the facts with ids ``starts[p]..ends[p] - 1`` are ``entities[lo[p]:hi[p]]``
+        (a cell's facts are one run of the sorted facts: `places_in_cells`)."""
+        lo = tf.searchsorted(self.listed, tf.cast(starts, self.listed.dtype), out_type=tf.int64)
+        hi = tf.searchsorted(self.listed, tf.cast(ends, self.listed.dtype), out_type=tf.int64)
+        return self.start + lo, self.start + hi
+
+
+def _known(facts: _Facts, ids: tf.Tensor) -> tf.Tensor:
+    """bool ``[n]``: each of ``ids`` is one of a query's known ``facts``: one search each, and no
+    sort of a hub's 10^5 facts per call."""
+    ids = tf.cast(ids, facts.listed.dtype)
+    return tf.gather(tf.concat([facts.listed, [-1]], 0), tf.searchsorted(facts.listed, ids)) == ids

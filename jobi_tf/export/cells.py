@@ -22,8 +22,7 @@ __all__ = [
     "Cells",
     "CellIndex",
     "SlotCells",
-    "counts_in_cells",
-    "positions_in_cells",
+    "places_in_cells",
     "kmeans_cells",
     "default_cells",
     "cell_order",
@@ -121,10 +120,6 @@ class CellIndex(tf.Module):
         self.slack = tf.Variable(SLACK, trainable=False, name="slack")  # a variable: a study may sweep it
         self.offsets = tf.Variable(offsets, trainable=False, name="offsets")  # cell c: ids offsets[c]..offsets[c+1]-1
 
-    def candidates(self, queries: tf.Tensor, probe: tf.Tensor, bonus: tf.Tensor | None = None) -> tf.RaggedTensor:
-        """Entity ids ``[B, (n)]`` of the ``probe`` cells with the highest probe scores for each query."""
-        return self.rows_of(self.probe(queries, probe, bonus))
-
     def probe(self, queries: tf.Tensor, probe: tf.Tensor, bonus: tf.Tensor | None = None) -> tf.Tensor:
         """int32 ``[B, P]``: each query's ``probe`` cells with the highest probe scores, in id order.
 
@@ -207,6 +202,10 @@ class SlotCells(tf.Module):
             firsts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
             bound[group[firsts]] = np.maximum.reduceat(values[rest], firsts)
         self.bound = tf.Variable(bound.reshape(slots, cells), trainable=False, name="bound")
+        # Where each (slot, cell)'s run of keys begins: two reads a probed cell, not two searches of 10^7 keys.
+        offsets = np.searchsorted(cell, np.arange(cells + 1))
+        runs = np.searchsorted(keys, np.arange(slots)[:, None] * e + offsets[None, :])
+        self.run_starts = tf.Variable(runs.astype(np.int64), trainable=False, name="run_starts")  # [2R, C + 1]
 
     def frequent(self, slot: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """``(ids [F], log counts [F])``: the slot's most frequent entities (``F <= FREQUENT``)."""
@@ -215,42 +214,19 @@ class SlotCells(tf.Module):
         return self.frequent_ids.value()[lo:hi], self.frequent_counts.value()[lo:hi]
 
 
-def counts_in_cells(
-    keys: tf.Tensor, values: tf.Tensor, cell_offsets: tf.Tensor, chosen: tf.Tensor, slot, e
-) -> tf.Tensor:
-    """float32 ``[n]``: the log count in ``slot`` of each row of the cells ``chosen [P]`` (in id
-    order, cell after cell, as `CellIndex.rows_of` lists them); 0 where none.
+def places_in_cells(
+    entities: tf.Tensor, lo: tf.Tensor, hi: tf.Tensor, starts: tf.Tensor, ends: tf.Tensor, base=0
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(at [m], place [m, 1])``, int64: the elements ``entities[lo[p]:hi[p]] - base`` (ids in
+    probed cell ``p``, whose ids are ``starts[p]..ends[p] - 1``; int64 ``[P]``, in id order), and
+    where each stands among the cells' rows (cell after cell, as `CellIndex.rows_of` lists them).
 
-    Why not a lookup per row: a binary search of tens of millions of keys per candidate costs about
-    a microsecond each (most levels miss the cache); but a slot's keys in one cell are one run of
-    the sorted keys (ids go cell by cell), so two searches a cell find them all."""
-    e = tf.cast(e, tf.int64)
-    slot = tf.cast(slot, tf.int64)
-    starts, ends = tf.gather(cell_offsets, chosen), tf.gather(cell_offsets, chosen + 1)  # [P] id ranges
-    sizes = ends - starts
-    first = tf.cumsum(sizes, exclusive=True)  # each cell's first position among the rows
-    lo = tf.searchsorted(keys, slot * e + starts, out_type=tf.int64)
-    hi = tf.searchsorted(keys, slot * e + ends, out_type=tf.int64)
+    Why runs: to find a slot's counts (sorted keys ``slot * E + id``) or a query's known facts
+    (sorted ids) among 10^5 candidates, a search per candidate costs about a microsecond (most
+    levels miss the cache); but ids go cell by cell, so a cell's elements are one run of the
+    sorted array, found by two reads (`SlotCells.run_starts`) or two searches a cell."""
     spans = tf.ragged.range(lo, hi)
     at, which = spans.flat_values, row_ids(spans)
-    position = tf.gather(first, which) + tf.gather(keys, at) - slot * e - tf.gather(starts, which)
-    return tf.scatter_nd(position[:, None], tf.gather(values, at), tf.reduce_sum(sizes)[None])
-
-
-def positions_in_cells(entities: tf.Tensor, cell_offsets: tf.Tensor, chosen: tf.Tensor) -> tf.Tensor:
-    """int64 ``[m, 1]``: where each of ``entities`` (sorted, distinct) that lies in the cells
-    ``chosen [P]`` (in id order) stands among their rows (cell after cell, as
-    `CellIndex.rows_of` lists them).
-
-    Why: to leave a query's known facts out of its 10^5 candidates. Looking each candidate up
-    among the facts costs a search per candidate, and placing each fact a search per fact (a
-    hub's key lists 10^5 of them); but a cell's facts are one run of the sorted facts (ids go
-    cell by cell), so two searches a cell find them all, as `counts_in_cells` finds the counts."""
-    entities = tf.cast(entities, tf.int64)
-    chosen = tf.cast(chosen, tf.int64)
-    starts, ends = tf.gather(cell_offsets, chosen), tf.gather(cell_offsets, chosen + 1)  # [P] id ranges
-    first = tf.cumsum(ends - starts, exclusive=True)  # each cell's first position among the rows
-    lo = tf.searchsorted(entities, starts, out_type=tf.int64)
-    spans = tf.ragged.range(lo, tf.searchsorted(entities, ends, out_type=tf.int64))
-    at, which = spans.flat_values, row_ids(spans)
-    return (tf.gather(first, which) + tf.gather(entities, at) - tf.gather(starts, which))[:, None]
+    first = tf.cumsum(ends - starts, exclusive=True)  # each cell's first place among the rows
+    entity = tf.cast(tf.gather(entities, at), tf.int64) - base
+    return at, (tf.gather(first, which) + entity - tf.gather(starts, which))[:, None]

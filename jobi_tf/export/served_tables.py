@@ -175,28 +175,20 @@ class KnownFacts(tf.Module):
         minus_inf = tf.fill(tf.shape(cells)[:1], tf.constant(-np.inf, scores.dtype))
         return tf.tensor_scatter_nd_update(scores, cells, minus_inf)
 
-    def contains(self, query_keys: tf.Tensor, candidates: tf.RaggedTensor) -> tf.Tensor:
-        """bool ``[N]``, one per ``candidates.flat_values``: the entity is listed under its
-        row's key. Each (row, entity) pair becomes one int64 (row in the high 32 bits), and the
-        candidates are looked up in the sorted known pairs: no ``[B, E]`` tensor is made."""
-        rows, entities = self.pairs(query_keys)
-        known = tf.sort(tf.bitwise.left_shift(rows, 32) + entities)
-        asked = tf.bitwise.left_shift(row_ids(candidates), 32) + tf.cast(candidates.flat_values, tf.int64)
-        last = tf.maximum(tf.size(known, out_type=tf.int64) - 1, 0)
-        pos = tf.minimum(tf.searchsorted(known, asked, out_type=tf.int64), last)
-        return tf.gather(tf.concat([known, [-1]], 0), pos) == asked  # (the -1 keeps an empty set's gather valid)
-
     def pairs(self, query_keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """``(rows, entities)``, int64: every entity listed under each row's key, with its row;
         a key's entities in increasing order (`jobi_tf.data.index.CSR` sorts them)."""
-        keys, offsets, values = read_value(self.keys), read_value(self.offsets), read_value(self.values)
+        spans = tf.ragged.range(*self.spans(query_keys))
+        return row_ids(spans), tf.cast(tf.gather(read_value(self.values), spans.flat_values), tf.int64)
+
+    def spans(self, query_keys: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """``(starts, limits)``, int64: each key's entities are ``values[starts[i]:limits[i]]``
+        (empty for a key with none)."""
+        keys, offsets = read_value(self.keys), read_value(self.offsets)
         last = tf.shape(keys, out_type=tf.int64)[0] - 1
         pos = tf.minimum(tf.searchsorted(keys, query_keys, out_type=tf.int64), last)
         hit = tf.gather(keys, pos) == query_keys
-        starts = tf.where(hit, tf.gather(offsets, pos), 0)
-        limits = tf.where(hit, tf.gather(offsets, pos + 1), 0)
-        spans = tf.ragged.range(starts, limits)
-        return row_ids(spans), tf.cast(tf.gather(values, spans.flat_values), tf.int64)
+        return tf.where(hit, tf.gather(offsets, pos), 0), tf.where(hit, tf.gather(offsets, pos + 1), 0)
 
     def listed(self, scores: tf.Tensor, query_keys: tf.Tensor) -> tf.Tensor:
         """bool, shaped like ``scores [B, E]``: the entities listed under each row's key."""
