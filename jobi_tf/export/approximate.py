@@ -75,7 +75,8 @@ class ApproximateScorerModule(TripleScorerModule):
     """`TripleScorerModule` with the two approximate signatures.
 
     Args:
-        *args, **kwargs: `TripleScorerModule`'s (its ``slot_prior`` in the export's numbering).
+        scorer, entity_embeddings, *args, **kwargs: `TripleScorerModule`'s (the table and its
+            ``slot_prior`` in the export's numbering).
         cells: `jobi_tf.export.cells.Cells`, from `jobi_tf.export.cells.kmeans_cells`.
 
     Raises:
@@ -87,14 +88,14 @@ class ApproximateScorerModule(TripleScorerModule):
     rescored = RESCORED  # 0: no copy, every candidate scored from the table itself
     coarse_share = COARSE_SHARE  # of the rows' directions, the copy keeps
 
-    def __init__(self, *args, cells: Cells, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, scorer, entity_embeddings: np.ndarray, *args, cells: Cells, **kwargs) -> None:
+        super().__init__(scorer, entity_embeddings, *args, **kwargs)
         if not self._scorer.dot_product:
             raise ExportError(not_a_dot_product(self._scorer, "--cells"))
         self.cells = CellIndex(cells)
         self.coarse_rows = None  # a bfloat16 table holds no copy: its own rows are read once already
         if self.rescored and not self.entities.widened:
-            self.coarse_rows = CoarseRows(self.entities.numpy(), self.coarse_share)
+            self.coarse_rows = CoarseRows(entity_embeddings, self.coarse_share)  # (not a third copy of the table)
         self.slot_cells = None
         if self.slot_prior is not None:
             keys, values = self.slot_prior.sparse_arrays()
