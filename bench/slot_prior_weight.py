@@ -8,7 +8,7 @@ validation sample (``--valid-sample``, the run's own when it had one) at each we
 best validation MRR (ties: the smaller weight), and ranks the whole test set with the counts and
 (unless ``--no-tables-alone``) without, each split by answer on a replicated graph (hub / copied),
 in float32. The run's own test and validations (with their cost) are kept (``run_metrics``).
-``--neighbourhood V`` ranks the pairs (W, 0) and (W, V) as ``--choose-slot-prior`` does with it.
+``--neighbourhood V`` ranks the pairs (W, 0) and (W, V) as ``--choose-slot-prior`` does (V, V2: each).
 
 Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-tf train ..."
 """
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--run", required=True, type=Path, help="a finished sampled run folder")
     parser.add_argument("--command", required=True, help="the jobi-tf train command that made it, as run")
     parser.add_argument("--weights", help="comma-separated weights W to try (default: --choose-slot-prior's)")
-    parser.add_argument("--neighbourhood", type=float, default=0.0, help="V: also rank each W with V x the term")
+    parser.add_argument("--neighbourhood", default="0", help="comma-separated V: also rank each W with V x the term")
     parser.add_argument("--valid-sample", type=int, default=None, help="validation triples (default: the run's)")
     parser.add_argument("--no-tables-alone", action="store_true", help="skip the test ranking without counts or term")
     args = parser.parse_args()
@@ -55,7 +55,8 @@ def main() -> None:
     prior = SparseSlotPrior(0.0, index.num_entities, index.num_relations)
     prior.fill(index.train)
     evaluator = FilteredEvaluator(index, cfg.eval)
-    model.neighbourhood = near = Neighbourhood(index.train, index.num_entities, 0.0) if args.neighbourhood else None
+    vs = sorted({0.0, *map(float, args.neighbourhood.split(","))})  # 0 is always ranked
+    model.neighbourhood = near = Neighbourhood(index.train, index.num_entities, 0.0) if vs[-1] else None
     size = cfg.eval.valid_sample if args.valid_sample is None else args.valid_sample
     valid = validation_sample(index.valid, size)
 
@@ -72,7 +73,7 @@ def main() -> None:
         return {**out, "seconds": round(time.perf_counter() - start, 1)}
 
     weights = args.weights.split(",") if args.weights else WEIGHTS_WITH_NEIGHBOURHOOD if near else WEIGHTS
-    grid = [ranked(float(w), valid, v) for w in weights for v in sorted({0.0, args.neighbourhood})]
+    grid = [ranked(float(w), valid, v) for w in weights for v in vs]
     chosen, chosen_v = best_pair({(g["weight"], g["neighbourhood"]): g["mrr"] for g in grid})  # the library's rule
     record = {
         "bench": "slot_prior_weight",

@@ -16,7 +16,7 @@ from random_batches import counted_model
 from jobi_tf.config import ExportConfig
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.export.approximate import ApproximateScorerModule
-from jobi_tf.export.cells import places_in_cells
+from jobi_tf.export.cells import cell_offsets, places_in_cells, row_shifts
 from jobi_tf.export.savedmodel import export_saved_model
 from jobi_tf.export.served_tables import row_ids
 
@@ -107,6 +107,7 @@ def test_counts_and_facts_are_placed_among_the_probed_rows_as_numpy_places_them(
     rng = np.random.default_rng(1)
     offsets = np.concatenate([[0], np.cumsum(rng.integers(0, 9, size=30))]).astype(np.int64)  # empty cells too
     e, slot = int(offsets[-1]), 2
+    np.testing.assert_array_equal(cell_offsets(np.repeat(np.arange(30), np.diff(offsets)), 30), offsets)
     chosen = np.sort(rng.choice(30, size=11, replace=False))
     starts, ends = offsets[chosen], offsets[chosen + 1]
     rows = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])  # as rows_of lists them
@@ -119,7 +120,7 @@ def test_counts_and_facts_are_placed_among_the_probed_rows_as_numpy_places_them(
     )
     for array, runs, base, members in cases:
         lo, hi = runs[chosen], runs[chosen + 1]
-        args = (array, lo, hi, starts, ends)
+        args = (array, lo, hi, row_shifts(tf.constant(starts), tf.constant(ends)))
         at, place = (x.numpy() for x in places_in_cells(*map(tf.constant, args), base=tf.constant(base, tf.int64)))
         expected = [int(np.flatnonzero(rows == m)[0]) for m in members if m in rows]
         assert 0 < len(expected) < len(members)

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from jobi_tf.contracts.scorer import not_a_dot_product
-from jobi_tf.export.cells import FREQUENT, CellIndex, Cells, SlotCells, places_in_cells
+from jobi_tf.export.cells import FREQUENT, CellIndex, Cells, SlotCells, places_in_cells, row_shifts
 from jobi_tf.export.coarse import CoarseRows
 from jobi_tf.export.scorer_module import _K, _NAMES, TripleScorerModule
 from jobi_tf.export.served_tables import KnownFacts, read_value
@@ -164,6 +164,7 @@ class ApproximateScorerModule(TripleScorerModule):
         chosen = self.cells.probe(query[None, :], probe, bonus)[0]  # [P], in id order
         offsets = self.cells.offsets.value()
         starts, ends = tf.gather(offsets, chosen), tf.gather(offsets, chosen + 1)  # each cell's ids
+        to_place = row_shifts(starts, ends)  # an id of a probed cell -> its place among the rows
         ids = self.cells.rows_of(chosen[None]).flat_values  # entity ids [n]
         coarse = self.coarse_rows
         if coarse is None:
@@ -175,12 +176,12 @@ class ApproximateScorerModule(TripleScorerModule):
             keys, log_counts = self.slot_prior.sparse_arrays()
             runs = tf.gather(self.slot_cells.run_starts.value(), slot)  # where each cell's keys begin
             lo, hi = tf.gather(runs, chosen), tf.gather(runs, chosen + 1)
-            at, place = places_in_cells(keys, lo, hi, starts, ends, base=slot * self.num_entities)
+            at, place = places_in_cells(keys, lo, hi, to_place, base=slot * self.num_entities)
             in_cells = tf.scatter_nd(place, tf.gather(log_counts, at), tf.shape(scores, out_type=tf.int64))
             added = self.slot_prior.weight * in_cells + shift
             scores += added
         if facts is not None:
-            _, place = places_in_cells(facts.entities, *facts.in_cells(starts, ends), starts, ends)
+            _, place = places_in_cells(facts.entities, *facts.in_cells(starts, ends), to_place)
             scores = tf.tensor_scatter_nd_update(scores, place, tf.fill([tf.shape(place)[0]], -np.inf))
         return self._shortlist(ids, scores, added, query, k, rescore=coarse is not None)
 

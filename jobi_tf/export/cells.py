@@ -105,6 +105,11 @@ def _nearest(rows: np.ndarray, centroids: np.ndarray, block: int = 16_384) -> tu
     return cell, squared
 
 
+def cell_offsets(cell: np.ndarray, cells: int) -> np.ndarray:
+    """int64 ``[C + 1]``: cell ``c``'s ids are ``offsets[c]..offsets[c + 1] - 1`` (``cell`` nondecreasing)."""
+    return np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=cells))]).astype(np.int64)
+
+
 class CellIndex(tf.Module):
     """The cells of an export's entity rows as variables: centroids, radii and where each cell's
     run of ids starts (the entities are numbered cell by cell: `cell_order`)."""
@@ -114,7 +119,7 @@ class CellIndex(tf.Module):
         centroids, cell, radius = cells
         if np.any(np.diff(cell) < 0):
             raise ValueError("the entities must be numbered cell by cell (see cell_order)")
-        offsets = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=len(centroids)))]).astype(np.int64)
+        offsets = cell_offsets(cell, len(centroids))
         self.centroids = tf.Variable(np.asarray(centroids, np.float32), trainable=False, name="centroids")
         self.radius = tf.Variable(np.asarray(radius, np.float32), trainable=False, name="radius")
         self.slack = tf.Variable(SLACK, trainable=False, name="slack")  # a variable: a study may sweep it
@@ -203,8 +208,7 @@ class SlotCells(tf.Module):
             bound[group[firsts]] = np.maximum.reduceat(values[rest], firsts)
         self.bound = tf.Variable(bound.reshape(slots, cells), trainable=False, name="bound")
         # Where each (slot, cell)'s run of keys begins: two reads a probed cell, not two searches of 10^7 keys.
-        offsets = np.searchsorted(cell, np.arange(cells + 1))
-        runs = np.searchsorted(keys, np.arange(slots)[:, None] * e + offsets[None, :])
+        runs = np.searchsorted(keys, np.arange(slots)[:, None] * e + cell_offsets(cell, cells)[None, :])
         self.run_starts = tf.Variable(runs.astype(np.int64), trainable=False, name="run_starts")  # [2R, C + 1]
 
     def frequent(self, slot: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -214,12 +218,15 @@ class SlotCells(tf.Module):
         return self.frequent_ids.value()[lo:hi], self.frequent_counts.value()[lo:hi]
 
 
-def places_in_cells(
-    entities: tf.Tensor, lo: tf.Tensor, hi: tf.Tensor, starts: tf.Tensor, ends: tf.Tensor, base=0
-) -> tuple[tf.Tensor, tf.Tensor]:
+def row_shifts(starts: tf.Tensor, ends: tf.Tensor) -> tf.Tensor:
+    """int64 ``[P]``: what turns an id of probed cell ``p`` (ids ``starts[p]..ends[p] - 1``) into
+    its place among the cells' rows (cell after cell, as `CellIndex.rows_of` lists them)."""
+    return tf.cumsum(ends - starts, exclusive=True) - starts
+
+
+def places_in_cells(entities, lo, hi, shift, base=0) -> tuple[tf.Tensor, tf.Tensor]:
     """``(at [m], place [m, 1])``, int64: the elements ``entities[lo[p]:hi[p]] - base`` (ids in
-    probed cell ``p``, whose ids are ``starts[p]..ends[p] - 1``; int64 ``[P]``, in id order), and
-    where each stands among the cells' rows (cell after cell, as `CellIndex.rows_of` lists them).
+    probed cell ``p``, in id order) and where each stands among the cells' rows (``shift``: `row_shifts`).
 
     Why runs: to find a slot's counts (sorted keys ``slot * E + id``) or a query's known facts
     (sorted ids) among 10^5 candidates, a search per candidate costs about a microsecond (most
@@ -227,6 +234,5 @@ def places_in_cells(
     sorted array, found by two reads (`SlotCells.run_starts`) or two searches a cell."""
     spans = tf.ragged.range(lo, hi)
     at, which = spans.flat_values, row_ids(spans)
-    first = tf.cumsum(ends - starts, exclusive=True)  # each cell's first place among the rows
     entity = tf.cast(tf.gather(entities, at), tf.int64) - base
-    return at, (tf.gather(first, which) + entity - tf.gather(starts, which))[:, None]
+    return at, (entity + tf.gather(shift, which))[:, None]
