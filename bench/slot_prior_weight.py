@@ -6,9 +6,8 @@ so the weight can be chosen after training without training again. This ranks th
 validation sample (``--valid-sample``, the run's own when it had one) at each weight of a grid
 (default: `jobi_tf.training.prior_weight.WEIGHTS`, what ``--choose-slot-prior`` tries), keeps the
 best validation MRR (ties: the smaller weight), and ranks the whole test set with the counts and
-(unless ``--no-tables-alone``) without, each split by answer on a replicated graph (hub / copied),
-in float32. The run's own test and validations (with their cost) are kept (``run_metrics``).
-``--neighbourhood V`` ranks the pairs (W, 0) and (W, V) as ``--choose-slot-prior`` does (V, V2: each).
+(unless ``--no-tables-alone``) without, split by answer on a replicated graph (hub / copied), in
+float32; the run's own test and validations are kept. ``--neighbourhood V[,V2]``: W with 0, V, V2.
 
 Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-tf train ..."
 """
