@@ -69,7 +69,7 @@ def _bfloat16(serving: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", required=True, help="bench/epoch_seconds.py's raw file")
-    parser.add_argument("--ranking", required=True, help="bench/ranking_speed.py's raw file")
+    parser.add_argument("--ranking", required=True, help="a ranking_speed raw file (bench/README.md: retired)")
     parser.add_argument("--route", default="bfloat16", help="the ranking route quoted (what --valid-dtype auto runs)")
     parser.add_argument(
         "--serving", required=True, help="bench/approximate_serving.py's raw file (an export with --cells): the timing"
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--served-model", required=True, help="the raw file of the run both exports were made from")
     parser.add_argument("--bfloat16-serving", help="bench/serving_scale.py's raw file of a bfloat16-table export")
     parser.add_argument(
-        "--avx2-ranking", help="bench/ranking_speed.py's raw file run with the ISA capped to AVX2 (float32 route)"
+        "--avx2-ranking", help="a ranking_speed raw file (retired) with the ISA capped to AVX2 (float32)"
     )
     args = parser.parse_args()
     epochs, ranking, exact = _read(args.epochs), _read(args.ranking), _read(args.exact_serving)

@@ -15,10 +15,13 @@ Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import emit, peak_rss_gib, provenance, versions  # noqa: E402, I001
@@ -28,7 +31,7 @@ from jobi_tf.api.run import restore_model  # noqa: E402
 from jobi_tf.config import RunConfig  # noqa: E402
 from jobi_tf.config.runs import RunFolder  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
-from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample  # noqa: E402
+from jobi_tf.evaluation.ranking import FilteredEvaluator, Ranks, validation_sample  # noqa: E402
 from jobi_tf.models.neighbourhood import Neighbourhood  # noqa: E402
 from jobi_tf.models.slot_prior import SparseSlotPrior  # noqa: E402
 from jobi_tf.training.prior_weight import WEIGHTS, WEIGHTS_WITH_NEIGHBOURHOOD, best_pair  # noqa: E402
@@ -45,7 +48,15 @@ def main() -> None:
     parser.add_argument("--neighbourhood", default="0", help="comma-separated V: also rank each W with V x the term")
     parser.add_argument("--valid-sample", type=int, default=None, help="validation triples (default: the run's)")
     parser.add_argument("--no-tables-alone", action="store_true", help="skip the test ranking without counts or term")
+    parser.add_argument(
+        "--route-by-reach",
+        action="store_true",
+        help="also: one (W, V) for queries the term reaches "
+        "from, one W for queries asked from a hub (no term), each chosen on its own validation queries",
+    )
     args = parser.parse_args()
+    if args.route_by_reach and args.neighbourhood == "0":
+        parser.error("--route-by-reach needs --neighbourhood V (the term's reach defines the groups)")
 
     cfg = RunConfig.from_dict(json.loads((args.run / "config.json").read_text(encoding="utf-8")))
     entities, _, index = load_index(cfg.data, seed=cfg.seed)
@@ -65,12 +76,13 @@ def main() -> None:
         if near is not None:
             near.weight = v
         start = time.perf_counter()
-        ranks = evaluator.ranks(model, triples)
+        ranks = kept[weight, v, triples is valid] = evaluator.ranks(model, triples)
         out = {"weight": weight, "neighbourhood": v, **headline(evaluator.metrics_from_ranks(ranks))}
         if hub is not None:
             out["parts"] = answer_parts(ranks, cfg.eval.rank_type, hub)
         return {**out, "seconds": round(time.perf_counter() - start, 1)}
 
+    kept = {}  # (W, V, validation?) -> the Ranks
     weights = args.weights.split(",") if args.weights else WEIGHTS_WITH_NEIGHBOURHOOD if near else WEIGHTS
     grid = [ranked(float(w), valid, v) for w in weights for v in vs]
     chosen, chosen_v = best_pair({(g["weight"], g["neighbourhood"]): g["mrr"] for g in grid})  # the library's rule
@@ -88,6 +100,10 @@ def main() -> None:
         "test_with_counts": ranked(chosen, index.test, chosen_v),
         "slot_count_entries": int(prior.keys.shape[0]),
     }
+    if args.route_by_reach:
+        route, ranks = routed(kept, near, valid, index.test, ranked, cfg.eval.rank_type)
+        parts = answer_parts(ranks, cfg.eval.rank_type, hub) if hub is not None else None
+        record["routed_by_reach"] = {**route, "test": headline(evaluator.metrics_from_ranks(ranks)), "parts": parts}
     if (args.run / "metrics.json").exists():  # the run's own test, at its command's weight
         ran = json.loads((args.run / "metrics.json").read_text(encoding="utf-8"))
         record["run_metrics"] = {
@@ -99,6 +115,24 @@ def main() -> None:
         }
     record.update(peak_rss_gib=round(peak_rss_gib(), 2), **provenance(__file__), versions=versions())
     emit(record)
+
+
+def routed(kept: dict, near, valid, test, ranked, rank_type: str) -> tuple[dict, Ranks]:
+    """Queries asked from a hub get no neighbourhood term and may want more of the counts: choose a
+    (W, V) on the validation queries the term reaches from and a W on the rest, then rank the test
+    split with each and keep each query's rank from its own group's choice."""
+    reach = [near.shares[np.concatenate([t[:, 2], t[:, 0]])] > 0 for t in (valid, test)]  # heads' queries first
+    rr = {k[:2]: 1.0 / r.get(rank_type) for k, r in kept.items() if k[2]}  # validation's
+    reached = max(rr, key=lambda k: (rr[k][reach[0]].mean(), -k[0], -k[1]))
+    rest = ~reach[0]  # (none on a graph without hubs: then the reached queries' W)
+    from_hub = (max(rr, key=lambda k: (rr[k][rest].mean(), -k[0]))[0] if rest.any() else reached[0], 0.0)
+    for w, v in {reached, from_hub} - {k[:2] for k in kept if not k[2]}:
+        ranked(w, test, v)
+    a, b = (dataclasses.astuple(kept[(*k, False)]) for k in (reached, from_hub))
+    both = Ranks(*(np.where(reach[1], x, y) for x, y in zip(a, b, strict=True)))
+    valid_mrr = float(np.where(reach[0], rr[reached], rr[from_hub]).mean())
+    shares = [float(r.mean()) for r in reach]
+    return {"reached": reached, "from_hub": from_hub, "share_reached": shares, "valid_mrr": valid_mrr}, both
 
 
 if __name__ == "__main__":
