@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--timed", type=int, default=300, help="single queries timed per side")
     parser.add_argument("--timed-sides", default="tail,head", help="the sides whose single queries are timed")
     args = parser.parse_args()
+    if not set(args.timed_sides.split(",")) <= set(SIDES):
+        parser.error(f"--timed-sides: give tail, head or both, not {args.timed_sides!r}")
 
     loaded = tf.saved_model.load(args.export)
     triples = _triples(Path(args.data_dir) / f"{args.split}.txt", args.queries)

@@ -55,8 +55,6 @@ def main() -> None:
         "from, one W for queries asked from a hub (no term), each chosen on its own validation queries",
     )
     args = parser.parse_args()
-    if args.route_by_reach and args.neighbourhood == "0":
-        parser.error("--route-by-reach needs --neighbourhood V (the term's reach defines the groups)")
 
     cfg = RunConfig.from_dict(json.loads((args.run / "config.json").read_text(encoding="utf-8")))
     entities, _, index = load_index(cfg.data, seed=cfg.seed)
@@ -66,6 +64,8 @@ def main() -> None:
     prior.fill(index.train)
     evaluator = FilteredEvaluator(index, cfg.eval)
     vs = sorted({0.0, *map(float, args.neighbourhood.split(","))})  # 0 is always ranked
+    if args.route_by_reach and not vs[-1]:
+        parser.error("--route-by-reach needs --neighbourhood V > 0 (the term's hubs define the groups)")
     model.neighbourhood = near = Neighbourhood(index.train, index.num_entities, 0.0) if vs[-1] else None
     size = cfg.eval.valid_sample if args.valid_sample is None else args.valid_sample
     valid = validation_sample(index.valid, size)
@@ -119,8 +119,9 @@ def main() -> None:
 
 def routed(kept: dict, near, valid, test, ranked, rank_type: str) -> tuple[dict, Ranks]:
     """Queries asked from a hub get no neighbourhood term and may want more of the counts: choose a
-    (W, V) on the validation queries the term reaches from and a W on the rest, then rank the test
-    split with each and keep each query's rank from its own group's choice."""
+    (W, V) on the validation queries whose given entity the term steps from (``near.shares > 0``:
+    not a hub, and in a training triple) and a W on the rest, then rank the test split with each
+    and keep each query's rank from its own group's choice."""
     reach = [near.shares[np.concatenate([t[:, 2], t[:, 0]])] > 0 for t in (valid, test)]  # heads' queries first
     rr = {k[:2]: 1.0 / r.get(rank_type) for k, r in kept.items() if k[2]}  # validation's
     reached = max(rr, key=lambda k: (rr[k][reach[0]].mean(), -k[0], -k[1]))
