@@ -15,7 +15,6 @@ Run:  python bench/slot_prior_weight.py --run runs/probes/NAME --command "jobi-t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -31,10 +30,11 @@ from jobi_tf.api.run import restore_model  # noqa: E402
 from jobi_tf.config import RunConfig  # noqa: E402
 from jobi_tf.config.runs import RunFolder  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
-from jobi_tf.evaluation.ranking import FilteredEvaluator, Ranks, validation_sample  # noqa: E402
+from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample  # noqa: E402
+from jobi_tf.models.hub_route import HubRoute  # noqa: E402
 from jobi_tf.models.neighbourhood import Neighbourhood  # noqa: E402
 from jobi_tf.models.slot_prior import SparseSlotPrior  # noqa: E402
-from jobi_tf.training.prior_weight import WEIGHTS, WEIGHTS_WITH_NEIGHBOURHOOD, best_pair  # noqa: E402
+from jobi_tf.training.prior_weight import WEIGHTS, WEIGHTS_WITH_NEIGHBOURHOOD, best_pair, route_by_hub  # noqa: E402
 
 #: What each validation of the run's history keeps here (inside and at the end of each epoch).
 KEPT = ("epoch", "step", "mrr", "hits@1", "hits@10", "valid_seconds", "epoch_seconds", "positives_per_second_median")
@@ -51,8 +51,8 @@ def main() -> None:
     parser.add_argument(
         "--route-by-reach",
         action="store_true",
-        help="also: one (W, V) for queries the term reaches "
-        "from, one W for queries asked from a hub (no term), each chosen on its own validation queries",
+        help="also: the library's (W, V) for queries the term reaches from and W for queries asked from a hub "
+        "(no term), each chosen on its own validation queries (jobi_tf.models.hub_route); the test ranked with both",
     )
     args = parser.parse_args()
 
@@ -72,7 +72,7 @@ def main() -> None:
 
     def ranked(weight: float, triples, v: float = 0.0) -> dict:
         prior.weight = weight
-        model.prior = prior if weight else None  # 0: the plain one-pass ranking
+        model.prior = prior if weight or prior.route else None  # 0: the plain one-pass ranking
         if near is not None:
             near.weight = v
         start = time.perf_counter()
@@ -101,9 +101,7 @@ def main() -> None:
         "slot_count_entries": int(prior.keys.shape[0]),
     }
     if args.route_by_reach:
-        route, ranks = routed(kept, near, valid, index.test, ranked, cfg.eval.rank_type)
-        parts = answer_parts(ranks, cfg.eval.rank_type, hub) if hub is not None else None
-        record["routed_by_reach"] = {**route, "test": headline(evaluator.metrics_from_ranks(ranks)), "parts": parts}
+        record["routed_by_reach"] = routed(kept, near, valid, index.test, ranked, prior, evaluator, hub)
     if (args.run / "metrics.json").exists():  # the run's own test, at its command's weight
         ran = json.loads((args.run / "metrics.json").read_text(encoding="utf-8"))
         record["run_metrics"] = {
@@ -117,23 +115,29 @@ def main() -> None:
     emit(record)
 
 
-def routed(kept: dict, near, valid, test, ranked, rank_type: str) -> tuple[dict, Ranks]:
-    """Queries asked from a hub get no neighbourhood term and may want more of the counts: choose a
-    (W, V) on the validation queries whose given entity the term steps from (``near.shares > 0``:
-    not a hub, and in a training triple) and a W on the rest, then rank the test split with each
-    and keep each query's rank from its own group's choice."""
-    reach = [near.shares[np.concatenate([t[:, 2], t[:, 0]])] > 0 for t in (valid, test)]  # heads' queries first
+def routed(kept: dict, near, valid, test, ranked, prior, evaluator, hub) -> dict | None:
+    """The library's second weight of the counts for the queries asked from a hub (`route_by_hub`,
+    `jobi_tf.models.hub_route`), chosen from this grid's validation ranks; then the test split
+    ranked once with the route, each query at its own group's weight. None: a group too small."""
+    rank_type = evaluator.cfg.rank_type
     rr = {k[:2]: 1.0 / r.get(rank_type) for k, r in kept.items() if k[2]}  # validation's
-    reached = max(rr, key=lambda k: (rr[k][reach[0]].mean(), -k[0], -k[1]))
-    rest = ~reach[0]  # (none on a graph without hubs: then the reached queries' W)
-    from_hub = (max(rr, key=lambda k: (rr[k][rest].mean(), -k[0]))[0] if rest.any() else reached[0], 0.0)
-    for w, v in {reached, from_hub} - {k[:2] for k in kept if not k[2]}:
-        ranked(w, test, v)
-    a, b = (dataclasses.astuple(kept[(*k, False)]) for k in (reached, from_hub))
-    both = Ranks(*(np.where(reach[1], x, y) for x, y in zip(a, b, strict=True)))
-    valid_mrr = float(np.where(reach[0], rr[reached], rr[from_hub]).mean())
-    shares = [float(r.mean()) for r in reach]
-    return {"reached": reached, "from_hub": from_hub, "share_reached": shares, "valid_mrr": valid_mrr}, both
+    route = route_by_hub(rr, near, valid)
+    if route is None:
+        return None
+    prior.route = HubRoute.of(near, route["hub_weight"])
+    ranked(route["weight"], test, route["neighbourhood"])
+    prior.route = None
+    ranks = kept[route["weight"], route["neighbourhood"], False]
+    reach = [near.shares[np.concatenate([t[:, 2], t[:, 0]])] > 0 for t in (valid, test)]  # heads' queries first
+    return {
+        "reached": (route["weight"], route["neighbourhood"]),
+        "from_hub": (route["hub_weight"], 0.0),
+        "share_reached": [float(r.mean()) for r in reach],
+        "queries_from_hub": route["queries_from_hub"],
+        "valid_mrr": route["valid_mrr"],
+        "test": headline(evaluator.metrics_from_ranks(ranks)),
+        "parts": answer_parts(ranks, rank_type, hub) if hub is not None else None,
+    }
 
 
 if __name__ == "__main__":

@@ -58,5 +58,4 @@ def evaluate(
             metrics["relation_prediction"] = run.evaluate_relations(split, eval_config=eval_cfg)
     if not per_relation:
         metrics.pop("per_relation")
-    weight = run.model.prior.weight if run.model.prior is not None else 0.0
-    click.echo(json.dumps({"split": split, "slot_prior": weight, "neighbourhood": run.neighbourhood_weight, **metrics}))
+    click.echo(json.dumps({"split": split, **run.prior_weights, "neighbourhood": run.neighbourhood_weight, **metrics}))

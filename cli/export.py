@@ -122,7 +122,7 @@ def export(
         "pair_head": cfg.pair_head,
         "cells": cfg.cells,
         "table_dtype": cfg.table_dtype,
-        "slot_prior": run.model.prior.weight if run.model.prior is not None else 0.0,
+        **run.prior_weights,
         "neighbourhood": run.neighbourhood_weight,
     }
     click.echo(json.dumps(summary))

@@ -155,7 +155,8 @@ class Run:
 
     def use_slot_prior(self, weight: float) -> None:
         """Rank, predict and export with ``weight`` x the slot counts (`jobi_tf.models.slot_prior`)
-        in place of the run's ``--slot-prior``; 0 ranks the tables alone.
+        in place of the run's ``--slot-prior`` (and of a second weight chosen for the queries asked
+        from a hub, `jobi_tf.models.hub_route`); 0 ranks the tables alone.
 
         Only for a sampled run: its loss left the counts out, so any weight ranks the same
         trained tables, and one chosen on validation is a fair choice (`bench/slot_prior_weight.py`).
@@ -180,9 +181,19 @@ class Run:
             else:
                 prior.fill(self.data.index.train)
         if prior is not None:
-            prior.weight = weight
+            prior.weight, prior.route = weight, None  # one weight for every query, from a hub or not
         self.model.prior = prior if weight else None
         self._scorers.clear()  # a scorer module holds the prior it was built with
+
+    @property
+    def prior_weights(self) -> dict[str, float]:
+        """The counts' weights the run ranks with: ``slot_prior`` (0: none) and, where validation
+        chose one for the queries asked from a hub (`jobi_tf.models.hub_route`), ``hub_weight``."""
+        prior = self.model.prior
+        route = getattr(prior, "route", None)
+        return {"slot_prior": prior.weight if prior is not None else 0.0} | (
+            {} if route is None else {"hub_weight": route.hub_weight}
+        )
 
     def use_neighbourhood(self, weight: float) -> None:
         """Rank with ``weight`` x the neighbourhood term (`jobi_tf.models.neighbourhood`) in place of
@@ -333,5 +344,6 @@ def restore_model(folder: RunFolder, cfg: RunConfig | None = None):
     load_weights(folder.best_weights, model)
     if getattr(model, "prior", None) is not None and not model.prior.in_loss:
         model.prior.load(folder.slot_counts)  # sparse counts live beside the weights, with their weight
-        model.prior = model.prior if model.prior.weight else None  # --choose-slot-prior may have chosen 0
+        kept = model.prior.weight or model.prior.route is not None  # --choose-slot-prior may have chosen 0
+        model.prior = model.prior if kept else None
     return model

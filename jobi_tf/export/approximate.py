@@ -125,16 +125,16 @@ class ApproximateScorerModule(TripleScorerModule):
         query = queries.tail(anchor, r) if side == "tail" else queries.head(r, anchor)  # [B, W]
         known = self.known_tails if side == "tail" else self.known_heads
         k = tf.clip_by_value(k, 0, self.num_entities)
-        slots, shifts = self._slots_and_shifts(side, anchor, r)
+        asked = self._slots(side, anchor, r)
 
-        def answer(inputs: tuple[tf.Tensor, ...]) -> tuple[tf.Tensor, tf.Tensor]:
-            one, key, slot, shift, given = inputs
+        def answer(inputs: tuple) -> tuple[tf.Tensor, tf.Tensor]:
+            one, key, slot, given = inputs
             facts = None if known is None else _Facts.of(known, key)
-            ids, scores = self._from_cells(one, slot, shift, facts, k, probe)
+            ids, scores = self._from_cells(one, slot, facts, k, probe)
             if self.slot_cells is not None:
-                ids, scores = self._with_frequent(ids, scores, one, slot, shift, facts)
+                ids, scores = self._with_frequent(ids, scores, one, slot, facts)
             if self.neighbourhood is not None:
-                ids, scores = self._with_reached(ids, scores, one, slot, shift, facts, given)
+                ids, scores = self._with_reached(ids, scores, one, slot, facts, given)
             best, position = tf.math.top_k(scores, k=tf.minimum(k, tf.size(scores)))
             missing = [[0, k - tf.size(best)]]  # fewer candidates than k: no answers, as a typed slot
             return tf.pad(best, missing, constant_values=-np.inf), tf.pad(
@@ -145,7 +145,7 @@ class ApproximateScorerModule(TripleScorerModule):
         spec = (tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.int32))
         best, chosen = tf.cond(  # (map_fn cannot stack the results of an empty batch)
             tf.size(keys) > 0,
-            lambda: tf.map_fn(answer, (query, keys, slots, shifts, anchor), fn_output_signature=spec),  # [B, k] each
+            lambda: tf.map_fn(answer, (query, keys, asked, anchor), fn_output_signature=spec),  # [B, k] each
             lambda: (tf.zeros([0, k], tf.float32), tf.zeros([0, k], tf.int32)),
         )
         answers = tf.where(tf.math.is_inf(best), "", self.entity_names.lookup(tf.cast(chosen, tf.int64)))
@@ -155,12 +155,12 @@ class ApproximateScorerModule(TripleScorerModule):
             "found": found,
         }
 
-    def _from_cells(self, query, slot, shift, facts, k, probe) -> tuple[tf.Tensor, tf.Tensor]:
+    def _from_cells(self, query, slot: _Slot, facts, k, probe) -> tuple[tf.Tensor, tf.Tensor]:
         """The shortlist (`_shortlist`) of the rows of the ``probe`` cells that score highest for
         one query: scored from the bfloat16 copy when there is one, with the counts, known facts out."""
         bonus = None
         if self.slot_cells is not None:
-            bonus = self.slot_prior.weight * tf.gather(self.slot_cells.bound.value(), slot)[None]
+            bonus = slot.weight * tf.gather(self.slot_cells.bound.value(), slot.slot)[None]
         chosen = self.cells.probe(query[None, :], probe, bonus)[0]  # [P], in id order
         offsets = self.cells.offsets.value()
         starts, ends = tf.gather(offsets, chosen), tf.gather(offsets, chosen + 1)  # each cell's ids
@@ -174,51 +174,53 @@ class ApproximateScorerModule(TripleScorerModule):
         added = None
         if self.slot_cells is not None:
             keys, log_counts = self.slot_prior.sparse_arrays()
-            runs = tf.gather(self.slot_cells.run_starts.value(), slot)  # where each cell's keys begin
+            runs = tf.gather(self.slot_cells.run_starts.value(), slot.slot)  # where each cell's keys begin
             lo, hi = tf.gather(runs, chosen), tf.gather(runs, chosen + 1)
-            at, place = places_in_cells(keys, lo, hi, to_place, base=slot * self.num_entities)
+            at, place = places_in_cells(keys, lo, hi, to_place, base=slot.slot * self.num_entities)
             in_cells = tf.scatter_nd(place, tf.gather(log_counts, at), tf.shape(scores, out_type=tf.int64))
-            added = self.slot_prior.weight * in_cells + shift
+            added = slot.weight * in_cells + slot.shift
             scores += added
         if facts is not None:
             _, place = places_in_cells(facts.entities, *facts.in_cells(starts, ends), to_place)
             scores = tf.tensor_scatter_nd_update(scores, place, tf.fill([tf.shape(place)[0]], -np.inf))
         return self._shortlist(ids, scores, added, query, k, rescore=coarse is not None)
 
-    def _slots_and_shifts(self, side: str, anchor: tf.Tensor, r: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """``(slot [B], shift [B])``: the slot each query asks (tail slots first, then head slots)
-        and the counts' part of its score that every candidate shares (the given entity's count
-        in its own slot), so the scores equal the exact signatures'. Zeros without counts."""
+    def _slots(self, side: str, anchor: tf.Tensor, r: tf.Tensor) -> _Slot:
+        """Each query's `_Slot` (tail slots first, then head slots): its weight of the counts is
+        the prior's, or its hub route's for a query asked from a hub, and its shift makes the
+        scores equal the exact signatures'. Weights and shifts are 0 without counts."""
         r64, anchor64 = tf.cast(r, tf.int64), tf.cast(anchor, tf.int64)
         tail_slot, head_slot = r64, r64 + self.num_relations
         slot, other = (tail_slot, head_slot) if side == "tail" else (head_slot, tail_slot)
         if self.slot_prior is None:
-            return slot, tf.zeros(tf.shape(slot), tf.float32)
+            zeros = tf.zeros(tf.shape(slot), tf.float32)
+            return _Slot(slot, zeros, zeros)
         prior = self.slot_prior.read()
-        return slot, prior.weight * prior.log_counts(other, anchor64)
+        weight = prior.group_weights(prior.groups(anchor64))
+        return _Slot(slot, weight, weight * prior.log_counts(other, anchor64))
 
-    def _with_frequent(self, ids, scores, query, slot, shift, facts) -> tuple[tf.Tensor, tf.Tensor]:
+    def _with_frequent(self, ids, scores, query, slot: _Slot, facts) -> tuple[tf.Tensor, tf.Tensor]:
         """The shortlist with the slot's most frequent entities (`SlotCells`), scored exactly; an
         entity in both lists keeps its frequent copy only, so every entity is listed once."""
-        frequent, counts = self.slot_cells.frequent(slot)
+        frequent, counts = self.slot_cells.frequent(slot.slot)
         f = tf.size(frequent)
         padded = tf.pad(frequent, [[0, self.slot_cells.width - f]])  # one compiled size
         extra = _row_scores(read_value(self.entities.values), padded, query)[:f]
-        extra += self.slot_prior.weight * counts + shift
+        extra += slot.weight * counts + slot.shift
         if facts is not None:
             extra = tf.where(_known(facts, frequent), tf.constant(-np.inf, extra.dtype), extra)
         once = ~tf.reduce_any(ids[:, None] == frequent[None, :], axis=1)
         ids, scores = tf.boolean_mask(ids, once), tf.boolean_mask(scores, once)
         return tf.concat([ids, frequent], 0), tf.concat([scores, extra], 0)
 
-    def _with_reached(self, ids, scores, query, slot, shift, facts, given) -> tuple[tf.Tensor, tf.Tensor]:
+    def _with_reached(self, ids, scores, query, slot: _Slot, facts, given) -> tuple[tf.Tensor, tf.Tensor]:
         """The candidates so far, those the term reaches taken out, then every entity it reaches
         from ``given``, scored exactly with it (and the counts, when the model ranks with them)."""
         _, reached, terms = self.neighbourhood.reach(given[None])
         extra = self._scores(tf.cast(reached, tf.int32), query) + terms
         if self.slot_prior is not None:
             prior = self.slot_prior.read()
-            extra += prior.weight * prior.log_counts(tf.fill(tf.shape(reached), slot), reached) + shift
+            extra += slot.weight * prior.log_counts(tf.fill(tf.shape(reached), slot.slot), reached) + slot.shift
         if facts is not None:
             extra = tf.where(_known(facts, reached), tf.constant(-np.inf, extra.dtype), extra)
         # In both lists, the copy without the term goes: each reached entity is looked up in the
@@ -251,6 +253,15 @@ class ApproximateScorerModule(TripleScorerModule):
         padded = tf.pad(ids, [[0, padded_size(n) - n]])  # (id 0's row: scored, then cut off)
         table = read_value(self.entities.values) if table is None else table
         return _row_scores(table, padded, query)[:n]
+
+
+class _Slot(NamedTuple):
+    """A query's part of the counts: ``slot`` (its row of the counts), ``weight`` (its ``w``) and
+    ``shift`` (``w`` x the given entity's count in its own slot, which every candidate shares)."""
+
+    slot: tf.Tensor
+    weight: tf.Tensor
+    shift: tf.Tensor
 
 
 class _Facts(NamedTuple):

@@ -16,6 +16,7 @@ from jobi_tf.config import TABLE_DTYPES
 from jobi_tf.contracts.scorer import Scorer, not_a_dot_product
 from jobi_tf.data.index import CSR
 from jobi_tf.evaluation.calibration import Calibration
+from jobi_tf.models.hub_route import HubRoute
 from jobi_tf.models.slot_prior import SlotPrior, SparseSlotPrior
 from jobi_tf.runtime.errors import ExportError
 
@@ -226,16 +227,21 @@ def interpolate(knots: tf.Tensor, values: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
 class ServedPrior(tf.Module):
     """A model's slot prior in an export (`jobi_tf.models.slot_prior`): a 1-vs-all model's dense
     ``[2R, E]`` table (``slot_log_counts``) or a sampled model's sparse counts (``slot_keys``,
-    ``slot_values``), and ``w``; `read` gives the prior over value reads, once per call."""
+    ``slot_values``), and ``w``, with a sampled model's hub route (`jobi_tf.models.hub_route`:
+    ``hub_weight`` and ``from_hub``) where it has one; `read` gives the prior over value reads,
+    once per call."""
 
     def __init__(self, prior: SlotPrior | SparseSlotPrior, num_entities: int, num_relations: int) -> None:
         super().__init__(name="slot_prior")
         self.weight, self.num_entities, self.num_relations = prior.weight, num_entities, num_relations
-        self.slot_log_counts = self.slot_keys = self.slot_values = None
+        self.slot_log_counts = self.slot_keys = self.slot_values = self.from_hub = self.hub_weight = None
         if isinstance(prior, SparseSlotPrior):
             keys, values = prior.arrays()
             self.slot_keys = tf.Variable(keys, trainable=False, name="slot_keys")
             self.slot_values = tf.Variable(values, trainable=False, name="slot_values")
+            if prior.route is not None:
+                self.hub_weight = prior.route.hub_weight
+                self.from_hub = tf.Variable(np.asarray(prior.route.from_hub, bool), trainable=False, name="from_hub")
         else:
             table = np.asarray(prior.table.numpy(), np.float32)
             self.slot_log_counts = tf.Variable(table, trainable=False, name="slot_log_counts")
@@ -253,5 +259,6 @@ class ServedPrior(tf.Module):
     def read(self) -> SlotPrior | SparseSlotPrior:
         if self.slot_keys is not None:
             keys, values = read_value(self.slot_keys), read_value(self.slot_values)
-            return SparseSlotPrior(self.weight, self.num_entities, self.num_relations, keys, values)
+            route = None if self.from_hub is None else HubRoute(self.hub_weight, read_value(self.from_hub))
+            return SparseSlotPrior(self.weight, self.num_entities, self.num_relations, keys, values, route)
         return SlotPrior(read_value(self.slot_log_counts), self.weight, self.num_relations)

@@ -37,6 +37,8 @@ import tensorflow as tf
 
 from jobi_tf.config.fields import slot_prior_weight
 from jobi_tf.contracts.objectives import ONE_VS_ALL, SAMPLED
+from jobi_tf.models.hub_route import HubRoute
+from jobi_tf.models.slot_offsets import SlotOffsets
 from jobi_tf.runtime.atomic import replacing
 from jobi_tf.runtime.errors import ConfigError, JobiError
 
@@ -187,14 +189,17 @@ class SparseSlotPrior(_Weighted):
     """The prior's offsets (module docstring) from the counts that occur (`slot_counts`) and ``w``.
 
     Same methods as `SlotPrior`, except that ``tails`` and ``heads`` return `SlotOffsets`: a
-    batch's ``[B, E]`` offsets built a block of entities at a time, never whole.
+    batch's ``[B, E]`` offsets built a block of entities at a time, never whole. With a ``route``
+    (`jobi_tf.models.hub_route`) a query asked from a hub takes the route's weight, not ``w``.
     """
 
     in_loss = False  # sampled training's loss leaves the counts out
 
-    def __init__(self, weight: float, num_entities: int, num_relations: int, keys=None, values=None) -> None:
+    def __init__(
+        self, weight: float, num_entities: int, num_relations: int, keys=None, values=None, route=None
+    ) -> None:
         self.weight, self.num_entities, self.num_relations = weight, int(num_entities), int(num_relations)
-        self.keys, self.values = None, None
+        self.keys, self.values, self.route = None, None, route
         if keys is not None:
             self._hold(keys, values)
 
@@ -206,7 +211,8 @@ class SparseSlotPrior(_Weighted):
         """Write the counts and ``w`` to ``path`` (``.npz``), replaced whole."""
         keys, values = self.arrays()
         with replacing(path) as tmp, open(tmp, "wb") as f:
-            np.savez(f, keys=keys, values=values, weight=np.float64(self.weight))
+            route = {} if self.route is None else self.route.arrays()
+            np.savez(f, keys=keys, values=values, weight=np.float64(self.weight), **route)
 
     def load(self, path) -> None:
         """Read what `save` wrote: the counts, and ``w`` (a weight chosen after training)."""
@@ -214,9 +220,10 @@ class SparseSlotPrior(_Weighted):
             with np.load(path) as data:
                 keys, values = data["keys"], data["values"]
                 weight = float(data["weight"]) if "weight" in data.files else self.weight
+                route = HubRoute.from_arrays(data, self.num_entities, path)
         except (OSError, KeyError, ValueError) as exc:
             raise JobiError(f"{path}: cannot read the slot prior's counts ({exc})") from None
-        self.weight = weight
+        self.weight, self.route = weight, route
         if len(keys) and int(keys[-1]) >= 2 * self.num_relations * self.num_entities:
             raise JobiError(f"{path}: the slot prior's counts belong to a larger graph")
         self._hold(keys, values)
@@ -226,24 +233,37 @@ class SparseSlotPrior(_Weighted):
         self._check_filled()
         return np.asarray(self.keys), np.asarray(self.values)
 
+    def groups(self, given) -> tf.Tensor:
+        """int64, ``given``'s shape: each query's weight, 0 (``w``) or 1 (its route's ``hub_weight``)."""
+        if self.route is None:
+            return tf.zeros(tf.shape(given), tf.int64)
+        return self.route.groups(given)
+
+    def group_weights(self, groups: tf.Tensor) -> tf.Tensor:
+        """float32: the counts' weight of each of ``groups`` (`groups`)."""
+        hub = self.weight if self.route is None else self.route.hub_weight
+        return tf.gather(tf.constant([self.weight, hub], tf.float32), groups)
+
     def triples(self, heads: tf.Tensor, relations: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
-        """``[B]``: the offset of each triple."""
-        return self.weight * (self._at(relations, tails) + self._at(self._head_slot(relations), heads))
+        """``[B]``: the offset of each triple (with a route, the weight of its tail query: from ``heads``)."""
+        weights = self.group_weights(self.groups(heads))
+        return weights * (self._at(relations, tails) + self._at(self._head_slot(relations), heads))
 
     def tails(self, heads: tf.Tensor, relations: tf.Tensor) -> SlotOffsets:
         """The offsets of every entity as the tail of ``(h, r, ?)``."""
-        return SlotOffsets(self, relations, self._at(self._head_slot(relations), heads))
+        return SlotOffsets(self, relations, self._at(self._head_slot(relations), heads), heads)
 
     def heads(self, relations: tf.Tensor, tails: tf.Tensor) -> SlotOffsets:
         """The offsets of every entity as the head of ``(?, r, t)``."""
-        return SlotOffsets(self, self._head_slot(relations), self._at(relations, tails))
+        return SlotOffsets(self, self._head_slot(relations), self._at(relations, tails), tails)
 
     def relations(self, heads: tf.Tensor, tails: tf.Tensor) -> tf.Tensor:
         """``[B, R]``: the offset of every relation for ``(h, ?, t)``."""
         heads, tails = tf.cast(heads, tf.int64)[:, None], tf.cast(tails, tf.int64)[:, None]
         slots = tf.range(self.num_relations, dtype=tf.int64)[None] + tf.zeros_like(heads)  # [B, R]
         every = tf.zeros_like(slots)  # broadcasts the entities to [B, R]
-        return self.weight * (self._at(slots, tails + every) + self._at(self._head_slot(slots), heads + every))
+        weights = self.group_weights(self.groups(heads))  # [B, 1]: the tail query's, as `triples`
+        return weights * (self._at(slots, tails + every) + self._at(self._head_slot(slots), heads + every))
 
     def log_counts(self, slots: tf.Tensor, entities: tf.Tensor) -> tf.Tensor:
         """The log counts at ``(slots, entities)``, elementwise (``w`` not applied; 0 where none)."""
@@ -256,7 +276,8 @@ class SparseSlotPrior(_Weighted):
         e = self.num_entities
         moved = keys // e * e + np.asarray(new_id, np.int64)[keys % e]
         order = np.argsort(moved, kind="stable")
-        return SparseSlotPrior(self.weight, e, self.num_relations, moved[order], values[order])
+        route = None if self.route is None else self.route.renumbered(new_id)
+        return SparseSlotPrior(self.weight, e, self.num_relations, moved[order], values[order], route)
 
     @classmethod
     def of(cls, prior: SlotPrior | SparseSlotPrior, num_entities: int) -> SparseSlotPrior:
@@ -301,50 +322,3 @@ class SparseSlotPrior(_Weighted):
         pos = tf.minimum(tf.searchsorted(self.keys, flat, out_type=tf.int64), last)
         found = tf.where(tf.gather(self.keys, pos) == flat, tf.gather(self.values, pos), 0.0)
         return tf.reshape(found, tf.shape(keys))
-
-
-class SlotOffsets:
-    """A batch's ``[B, E]`` prior offsets, made a block of entities at a time: ``offsets[:, lo:hi]``
-    is a ``[B, hi - lo]`` tensor, and the whole is a tensor wherever one is needed (a served
-    query's few rows). Why not a tensor: at 1.85M entities a batch of 1,000 queries would hold
-    7.4 GB. The offset of query ``b`` at entity ``e`` is ``rows[which[b], e] + shift[b]``
-    (`factors`): ``w`` times the count of ``e`` in the query's slot, plus ``w`` times the given
-    entity's in its own; ranking adds the factors inside its fused reduction."""
-
-    def __init__(self, prior: SparseSlotPrior, slots: tf.Tensor, other_side: tf.Tensor) -> None:
-        self.prior, self.slots = prior, slots
-        self.distinct, which = tf.unique(tf.cast(slots, tf.int64))
-        self.which = tf.cast(which, tf.int32)
-        self.shift = prior.weight * tf.convert_to_tensor(other_side, tf.float32)
-
-    @property
-    def shape(self) -> tuple[int | None, int]:
-        return (self.slots.shape[0], self.prior.num_entities)
-
-    def factors(self, lo: int, hi: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """``(rows [U, hi - lo], which [B], shift [B])`` of entities ``lo..hi-1`` (class docstring)."""
-        return self.prior.weight * self.prior.slot_rows(self.distinct, lo, hi), self.which, self.shift
-
-    def __getitem__(self, key) -> tf.Tensor:
-        rows, cols = key
-        if rows != slice(None) or not isinstance(cols, slice) or cols.step not in (None, 1):
-            raise IndexError("SlotOffsets takes [:, lo:hi] only")
-        rows, which, shift = self.factors(*cols.indices(self.prior.num_entities)[:2])
-        return tf.gather(rows, which) + shift[:, None]
-
-    def at(self, entities) -> tf.Tensor:
-        """``[B]``: each query's offset at one entity, by the expression of ``[:, lo:hi]``."""
-        return self.prior.weight * self.prior._at(self.slots, entities) + self.shift
-
-    def pairs_at(self, rows, entities) -> tf.Tensor:
-        """``[n]``: query ``rows[i]``'s offset at ``entities[i]`` (int64 ``[n]`` each), by the
-        expression of ``[:, lo:hi]``."""
-        slots = tf.gather(tf.cast(self.slots, tf.int64), rows)
-        return self.prior.weight * self.prior._at(slots, entities) + tf.gather(self.shift, rows)
-
-    def dense(self) -> tf.Tensor:
-        """The whole ``[B, E]``."""
-        return self[:, :]
-
-
-tf.register_tensor_conversion_function(SlotOffsets, lambda value, dtype=None, name=None, as_ref=False: value.dense())

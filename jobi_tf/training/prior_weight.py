@@ -10,6 +10,8 @@ epochs: 0.5; docs/replicated-graph.md).
 With ``--neighbourhood v`` the pairs ``(W, 0)`` and ``(W, v)`` are ranked, ``W`` over a finer
 grid (`WEIGHTS_WITH_NEIGHBOURHOOD`): with the neighbourhood's term the best ``W`` at 1.85M
 entities fell between the grid's points (0.375 in two runs of three; docs/replicated-graph.md).
+The same rankings then choose a second ``W`` for the queries asked from a hub, which the term
+never reaches (`jobi_tf.models.hub_route`): no extra ranking, each query keeps its own rank.
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
+from jobi_tf.models.hub_route import HubRoute
 from jobi_tf.models.neighbourhood import save_weight
 
-__all__ = ["WEIGHTS", "WEIGHTS_WITH_NEIGHBOURHOOD", "best_weight", "best_pair", "choose_prior_weight"]
+__all__ = [
+    "WEIGHTS",
+    "WEIGHTS_WITH_NEIGHBOURHOOD",
+    "MIN_ROUTED_QUERIES",
+    "best_weight",
+    "best_pair",
+    "choose_prior_weight",
+    "route_by_hub",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +40,11 @@ logger = logging.getLogger(__name__)
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)
 #: The counts' weights tried beside a neighbourhood weight.
 WEIGHTS_WITH_NEIGHBOURHOOD = (0.0, 0.25, 0.375, 0.5, 0.75, 1.0, 2.0)
+#: Fewest validation queries of a group (asked from a hub, or not) that choose its own weight.
+#: Neighbouring weights rank within about a hundredth of MRR of each other (the grids of
+#: docs/replicated-graph.md); a few dozen queries would choose among them on noise, so below
+#: this every query takes the one best weight.
+MIN_ROUTED_QUERIES = 100
 
 
 def best_weight(mrr: dict[float, float]) -> float:
@@ -46,32 +62,67 @@ def choose_prior_weight(model, evaluator, triples: np.ndarray, counts_path: Path
     score, each of `WEIGHTS_WITH_NEIGHBOURHOOD` with and without it) and keep the best MRR (ties:
     the smaller weights) as ``model.prior``'s weight, also in ``counts_path`` (the run's
     ``slot_counts.npz``, which `jobi_tf.api.load_run` reads), and the neighbourhood's in
-    ``neighbourhood_path``. Returns the MRR of each choice and the choice, for ``metrics.json``."""
+    ``neighbourhood_path``. With a neighbourhood, the queries asked from a hub get their own
+    weight where they are enough to choose it (`route_by_hub`). Returns the MRR of each choice
+    and the choice, for ``metrics.json``."""
     prior, near = model.prior, getattr(model, "neighbourhood", None)
     given = near.weight if near is not None else 0.0
     grid = [(w, 0.0) for w in WEIGHTS]
     if given:
         grid = [(w, v) for w in WEIGHTS_WITH_NEIGHBOURHOOD for v in (0.0, given)]
-    mrr = {}
+    reciprocal, prior.route = {}, None  # the grid ranks every query with one weight
     for weight, v in grid:
         _use(model, prior, near, weight, v)
-        mrr[weight, v] = evaluator.evaluate(model, "valid", triples=triples)["mrr"]
+        reciprocal[weight, v] = 1.0 / evaluator.ranks(model, triples).get(evaluator.cfg.rank_type)
+    mrr = {pair: float(rr.mean()) for pair, rr in reciprocal.items()}
     chosen, chosen_v = best_pair(mrr)
+    route = route_by_hub(reciprocal, near, triples) if given else None
+    if route is not None:
+        chosen, chosen_v = route["weight"], route["neighbourhood"]
     _use(model, prior, near, chosen, chosen_v)
+    prior.route = None if route is None else HubRoute.of(near, route["hub_weight"])
+    model.prior = prior if chosen or prior.route else None
     prior.save(counts_path)
     if near is not None:
         save_weight(neighbourhood_path, chosen_v)
     logger.info(
-        "slot prior: W = %g%s chosen on %d validation triples (MRR %s)",
+        "slot prior: W = %g%s%s chosen on %d validation triples (MRR %s)",
         chosen,
         f", neighbourhood v = {chosen_v:g}" if given else "",
+        "" if route is None else f", W = {route['hub_weight']:g} for queries asked from a hub",
         len(triples),
         ", ".join(f"{_label(w, v, given)}: {m:.4f}" for (w, v), m in mrr.items()),
     )
     out = {"valid_mrr": {_label(w, v, given): m for (w, v), m in mrr.items()}, "chosen": chosen}
     if given:
         out["neighbourhood"] = chosen_v
+    if route is not None:
+        out["hub_route"] = route
     return {**out, "valid_triples": len(triples)}
+
+
+def route_by_hub(reciprocal: dict, near, triples: np.ndarray) -> dict | None:
+    """The best ``(W, v)`` for the queries ``near`` steps from and the best ``W`` for those asked
+    from a hub (`jobi_tf.models.hub_route`), each on its own queries' reciprocal ranks
+    (``reciprocal[(W, v)]``: head queries first, then tail queries, as `FilteredEvaluator.ranks`).
+    None when either group has fewer than `MIN_ROUTED_QUERIES` queries: one weight for all."""
+    triples = np.asarray(triples, np.int64)
+    asks_from = np.concatenate([triples[:, 2], triples[:, 0]])  # a head query asks from its tail
+    from_hub = near.shares[asks_from] == 0
+    if min(from_hub.sum(), (~from_hub).sum()) < MIN_ROUTED_QUERIES:
+        return None
+    reached = {pair: float(rr[~from_hub].mean()) for pair, rr in reciprocal.items()}
+    hub = {w: float(rr[from_hub].mean()) for (w, v), rr in reciprocal.items() if not v}  # (no term from a hub)
+    weight, v = best_pair(reached)
+    hub_weight = best_weight(hub)
+    routed = np.where(from_hub, reciprocal[hub_weight, 0.0], reciprocal[weight, v])
+    return {
+        "weight": weight,
+        "neighbourhood": v,
+        "hub_weight": hub_weight,
+        "queries_from_hub": int(from_hub.sum()),
+        "valid_mrr": float(routed.mean()),
+    }
 
 
 def _use(model, prior, near, weight: float, v: float) -> None:
