@@ -39,6 +39,7 @@ def evaluate(
     prior_weight: float | None,
     older_prior_weight: float | None,
     neighbourhood: float | None,
+    hub_weight: float | None,
     **flags,
 ) -> None:
     """Print MRR and Hits@1/3/10 (overall, head, tail) of RUN_DIR's best weights as JSON."""
@@ -53,6 +54,8 @@ def evaluate(
             run.use_slot_prior(weight)
         if neighbourhood is not None:
             run.use_neighbourhood(neighbourhood)
+        if hub_weight is not None:
+            run.use_hub_weight(hub_weight)
         metrics = run.evaluate(split, eval_config=eval_cfg, tails_only=tails_only, progress=not ctx.obj["quiet"])
         if relations:
             metrics["relation_prediction"] = run.evaluate_relations(split, eval_config=eval_cfg)

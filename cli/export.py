@@ -88,6 +88,7 @@ def export(
     prior_weight: float | None,
     older_prior_weight: float | None,
     neighbourhood: float | None,
+    hub_weight: float | None,
     **flags,
 ) -> None:
     """Export RUN_DIR's best weights (triple head only) to OUT/<version>/; print what was written as JSON.
@@ -109,6 +110,8 @@ def export(
             run.use_slot_prior(weight)
         if neighbourhood is not None:
             run.use_neighbourhood(neighbourhood)
+        if hub_weight is not None:
+            run.use_hub_weight(hub_weight)
         result = run.export(export_base, **dataclasses.asdict(cfg))
     checkpoint = RunFolder(run_dir).checkpoint
     summary = {

@@ -142,29 +142,27 @@ def eval_config(flags: dict) -> EvalConfig:
 def prior_weight_option(purpose: str) -> Callable:
     """``--prior-weight W`` of `evaluate` and `export`: a sampled run's weight of the slot counts in
     place of its own ``--slot-prior`` (`jobi_tf.api.Run.use_slot_prior`, which checks it), and
-    ``--neighbourhood V``, its neighbourhood term's (`jobi_tf.api.Run.use_neighbourhood`);
+    ``--neighbourhood V``, its neighbourhood term's (`jobi_tf.api.Run.use_neighbourhood`), and
+    ``--hub-weight W``, the counts' weight of the queries asked from a hub (`jobi_tf.api.Run.use_hub_weight`);
     ``purpose`` is the verb, "rank" or "serve". ``--slot-prior``, its older spelling, still works
     (hidden): commands printed in the docs' raw files use it."""
 
     def decorate(command: Callable) -> Callable:
         command = click.option("--slot-prior", "older_prior_weight", type=float, default=None, hidden=True)(command)
-        command = click.option(
-            "--neighbourhood",
-            type=float,
-            default=None,
-            metavar="V",
-            help=f"A sampled run: {purpose} with V x the neighbourhood term in place of the one it chose or trained "
-            "with (0: without it); exports serve it as ranked.",
-        )(command)
-        return click.option(
-            "--prior-weight",
-            type=float,
-            default=None,
-            metavar="W",
-            help=f"A sampled run: {purpose} with W x the slot counts in place of the --slot-prior it trained with "
-            "(0: the tables alone; W >= 0). Its loss left them out, so any W fits its tables: choose W with "
-            "jobi-tf evaluate --split valid.",
-        )(command)
+        helps = {
+            "--hub-weight W": f"A sampled run: {purpose} the queries asked from a hub (an entity of over 2,000 "
+            "neighbours, or in no training triple) with W x the counts, every other query with --prior-weight's "
+            "(or the run's).",
+            "--neighbourhood V": f"A sampled run: {purpose} with V x the neighbourhood term in place of the one it "
+            "chose or trained with (0: without it); exports serve it as ranked.",
+            "--prior-weight W": f"A sampled run: {purpose} with W x the slot counts in place of the --slot-prior it "
+            "trained with (0: the tables alone; W >= 0). Its loss left them out, so any W fits its tables: choose W "
+            "with jobi-tf evaluate --split valid.",
+        }
+        for flag, text in helps.items():  # (listed in reverse: click shows the last added first)
+            name, metavar = flag.split()
+            command = click.option(name, type=float, default=None, metavar=metavar, help=text)(command)
+        return command
 
     return decorate
 

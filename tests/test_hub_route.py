@@ -202,3 +202,18 @@ def test_a_run_chooses_the_hubs_weight_keeps_it_and_evaluates_with_it(tmp_path, 
     assert json.loads(out.output.strip().splitlines()[-1])["hub_weight"] == route["hub_weight"]
     run.use_slot_prior(route["weight"])  # one weight for every query again
     assert "hub_weight" not in run.prior_weights
+    run.use_hub_weight(route["hub_weight"])  # the same route, set by hand: the same test
+    assert run.evaluate("test")["mrr"] == pytest.approx(result.metrics["test"]["mrr"], rel=1e-6)
+    run.use_slot_prior(0)
+    run.use_hub_weight(2.0)  # counts for the queries from a hub only
+    assert run.prior_weights == {"slot_prior": 0.0, "hub_weight": 2.0} and run.model.prior is not None
+    moved = ["--prior-weight", str(route["weight"]), "--hub-weight", str(route["hub_weight"])]
+    out = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "run"), *moved])
+    assert out.exit_code == 0, out.output
+    record = json.loads(out.output.strip().splitlines()[-1])
+    assert record["mrr"] == pytest.approx(result.metrics["test"]["mrr"], rel=1e-6)
+    out = CliRunner().invoke(cli, ["export", str(tmp_path / "run"), "--out", str(tmp_path / "x"), *moved])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output.strip().splitlines()[-1])["hub_weight"] == route["hub_weight"]
+    served = tf.saved_model.load(str(tmp_path / "x" / "1"))
+    np.testing.assert_array_equal(served.slot_prior.from_hub.numpy(), np.asarray(run.model.prior.route.from_hub))

@@ -356,6 +356,10 @@ def test_the_cli_moves_a_sampled_runs_weight_and_refuses_a_one_vs_all_runs(tmp_p
     train(_run_cfg(lr=0.1), tmp_path / "one-vs-all", verbose=0)
     with pytest.raises(JobiError, match="only a sampled run's weight can change"):
         load_run(tmp_path / "one-vs-all").use_slot_prior(0.5)
+    refused = runner.invoke(cli, ["evaluate", str(tmp_path / "one-vs-all"), "--hub-weight", "1"])
+    assert refused.exit_code != 0 and "--hub-weight:" in refused.output and "only a sampled run" in refused.output
+    refused = runner.invoke(cli, ["evaluate", str(tmp_path / "sampled"), "--hub-weight", "-1"])
+    assert refused.exit_code != 0 and "--hub-weight: must be a finite number >= 0" in refused.output
 
 
 def test_unreadable_counts_are_named_in_one_line(tmp_path):

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from jobi_tf.api.data import Dataset, load_dataset, python_errors
+from jobi_tf.api.ranking_weights import RankingWeights
 from jobi_tf.config import EvalConfig, ExportConfig, RunConfig
 from jobi_tf.config.runs import RunFolder
 from jobi_tf.runtime.atomic import disk_errors
@@ -42,7 +43,7 @@ class Embeddings:
 Answers = list[tuple[str, float]]
 
 
-class Run:
+class Run(RankingWeights):
     """A trained run: its folder, config, model (best weights) and metrics.
 
     Get one from `train` or `load_run`. Evaluation and ``filter_known`` predictions need the
@@ -152,79 +153,6 @@ class Run:
                 line = int(np.flatnonzero(rows[:, col] == exc.args[0])[0])
                 raise JobiError(f"triples row {line}: unknown {what} {exc.args[0]!r}") from None
         return np.stack(columns, axis=1)
-
-    def use_slot_prior(self, weight: float) -> None:
-        """Rank, predict and export with ``weight`` x the slot counts (`jobi_tf.models.slot_prior`)
-        in place of the run's ``--slot-prior`` (and of a second weight chosen for the queries asked
-        from a hub, `jobi_tf.models.hub_route`); 0 ranks the tables alone.
-
-        Only for a sampled run: its loss left the counts out, so any weight ranks the same
-        trained tables, and one chosen on validation is a fair choice (`bench/slot_prior_weight.py`).
-        A 1-vs-all run trained with its own weight. The counts are the run folder's, else
-        counted from the run's data.
-        """
-        from jobi_tf.config.fields import slot_prior_weight
-        from jobi_tf.contracts.objectives import SAMPLED
-        from jobi_tf.models.slot_prior import SparseSlotPrior
-
-        weight = slot_prior_weight(weight, "prior_weight")  # one line naming evaluate/export's --prior-weight
-        if self.model.objective.regime != SAMPLED:
-            raise JobiError(
-                f"--prior-weight: {self.path} trained with its prior in the loss ({self.model.loss_kind}); "
-                "only a sampled run's weight can change after training"
-            )
-        prior = self.model.prior
-        if weight and prior is None:
-            prior = SparseSlotPrior(weight, len(self._entities), len(self._relations))
-            if self.folder.slot_counts.exists():
-                prior.load(self.folder.slot_counts)
-            else:
-                prior.fill(self.data.index.train)
-        if prior is not None:
-            prior.weight, prior.route = weight, None  # one weight for every query, from a hub or not
-        self.model.prior = prior if weight else None
-        self._scorers.clear()  # a scorer module holds the prior it was built with
-
-    @property
-    def prior_weights(self) -> dict[str, float]:
-        """The counts' weights the run ranks with: ``slot_prior`` (0: none) and, where validation
-        chose one for the queries asked from a hub (`jobi_tf.models.hub_route`), ``hub_weight``."""
-        prior = self.model.prior
-        route = getattr(prior, "route", None)
-        return {"slot_prior": prior.weight if prior is not None else 0.0} | (
-            {} if route is None else {"hub_weight": route.hub_weight}
-        )
-
-    def use_neighbourhood(self, weight: float) -> None:
-        """Rank with ``weight`` x the neighbourhood term (`jobi_tf.models.neighbourhood`) in place of
-        the run's ``--neighbourhood`` (or the weight its validation chose); 0 ranks without it.
-        Like the counts' weight, it is not trained, so any weight fits a sampled run's tables."""
-        from jobi_tf.config.fields import slot_prior_weight
-
-        self._neighbourhood_weight = slot_prior_weight(weight, "neighbourhood")
-        self._attach_neighbourhood()
-        self._scorers.clear()  # a scorer module holds the term it was built with
-
-    @property
-    def neighbourhood_weight(self) -> float:
-        """The neighbourhood term's weight the run ranks with: `use_neighbourhood`'s, else the one
-        validation chose (``neighbourhood.json``), else ``--neighbourhood`` (0: none)."""
-        from jobi_tf.models.neighbourhood import read_weight
-
-        if self._neighbourhood_weight is not None:
-            return self._neighbourhood_weight
-        chosen = read_weight(self.folder.neighbourhood) if self.config.train.neighbourhood else None
-        return self.config.train.neighbourhood if chosen is None else chosen
-
-    def _attach_neighbourhood(self) -> None:
-        """Give the model its neighbourhood term, built from the run's training triples, when it ranks with one."""
-        weight = self.neighbourhood_weight
-        if weight and self.model.neighbourhood is None:
-            from jobi_tf.models.neighbourhood import Neighbourhood
-
-            self.model.neighbourhood = Neighbourhood(self.data.index.train, len(self._entities), weight)
-        elif self.model.neighbourhood is not None:
-            self.model.neighbourhood.weight = weight
 
     # -- predictions (the export's code) ----------------------------------------------------
     def _scorer(self, filter_known: bool):
