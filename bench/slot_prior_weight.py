@@ -20,8 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import emit, peak_rss_gib, provenance, versions  # noqa: E402, I001
 from accuracy_per_hour import answer_parts, headline, replicated_hubs  # noqa: E402
@@ -31,7 +29,7 @@ from jobi_tf.config import RunConfig  # noqa: E402
 from jobi_tf.config.runs import RunFolder  # noqa: E402
 from jobi_tf.datasets.loading import load_index  # noqa: E402
 from jobi_tf.evaluation.ranking import FilteredEvaluator, validation_sample  # noqa: E402
-from jobi_tf.models.hub_route import HubRoute  # noqa: E402
+from jobi_tf.models.hub_route import HubRoute, queries_from_hub  # noqa: E402
 from jobi_tf.models.neighbourhood import Neighbourhood  # noqa: E402
 from jobi_tf.models.slot_prior import SparseSlotPrior  # noqa: E402
 from jobi_tf.training.prior_weight import WEIGHTS, WEIGHTS_WITH_NEIGHBOURHOOD, best_pair, route_by_hub  # noqa: E402
@@ -128,7 +126,7 @@ def routed(kept: dict, near, valid, test, ranked, prior, evaluator, hub) -> dict
     ranked(route["weight"], test, route["neighbourhood"])
     prior.route = None
     ranks = kept[route["weight"], route["neighbourhood"], False]
-    reach = [near.shares[np.concatenate([t[:, 2], t[:, 0]])] > 0 for t in (valid, test)]  # heads' queries first
+    reach = [~queries_from_hub(near, t) for t in (valid, test)]
     return {
         "reached": (route["weight"], route["neighbourhood"]),
         "from_hub": (route["hub_weight"], 0.0),

@@ -24,7 +24,7 @@ from jobi_tf.config.fields import slot_prior_weight
 from jobi_tf.models.neighbourhood import Neighbourhood
 from jobi_tf.runtime.errors import JobiError
 
-__all__ = ["HubRoute"]
+__all__ = ["HubRoute", "queries_from_hub"]
 
 
 class HubRoute:
@@ -38,6 +38,7 @@ class HubRoute:
     def __init__(self, hub_weight: float, from_hub) -> None:
         self.hub_weight = slot_prior_weight(hub_weight, "hub_weight")
         self.from_hub = from_hub
+        self._mask = tf.convert_to_tensor(from_hub, tf.bool)  # once, not per ranked batch
 
     @classmethod
     def of(cls, near: Neighbourhood, hub_weight: float) -> HubRoute:
@@ -46,7 +47,7 @@ class HubRoute:
 
     def groups(self, given) -> tf.Tensor:
         """int64, ``given``'s shape: 1 where the query's given entity asks from a hub, else 0."""
-        return tf.cast(tf.gather(tf.convert_to_tensor(self.from_hub, tf.bool), tf.cast(given, tf.int64)), tf.int64)
+        return tf.cast(tf.gather(self._mask, tf.cast(given, tf.int64)), tf.int64)
 
     def renumbered(self, new_id: np.ndarray) -> HubRoute:
         """The same route with entity ``e`` numbered ``new_id[e]`` (`jobi_tf.export.cells.cell_order`)."""
@@ -67,3 +68,10 @@ class HubRoute:
         if int(data["entities"]) != num_entities:
             raise JobiError(f"{path}: the hub route holds {int(data['entities'])} entities, not {num_entities}")
         return cls(float(data["hub_weight"]), np.unpackbits(data["from_hub"], count=num_entities).astype(bool))
+
+
+def queries_from_hub(near: Neighbourhood, triples: np.ndarray) -> np.ndarray:
+    """bool ``[2N]``: which queries of ``triples`` are asked from a hub, head queries first, as
+    `jobi_tf.evaluation.ranking.FilteredEvaluator.ranks` orders them (a head query asks from its tail)."""
+    triples = np.asarray(triples, np.int64)
+    return near.shares[np.concatenate([triples[:, 2], triples[:, 0]])] == 0

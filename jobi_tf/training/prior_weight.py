@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jobi_tf.models.hub_route import HubRoute
+from jobi_tf.models.hub_route import HubRoute, queries_from_hub
 from jobi_tf.models.neighbourhood import save_weight
 
 __all__ = [
@@ -106,9 +106,7 @@ def route_by_hub(reciprocal: dict, near, triples: np.ndarray) -> dict | None:
     from a hub (`jobi_tf.models.hub_route`), each on its own queries' reciprocal ranks
     (``reciprocal[(W, v)]``: head queries first, then tail queries, as `FilteredEvaluator.ranks`).
     None when either group has fewer than `MIN_ROUTED_QUERIES` queries: one weight for all."""
-    triples = np.asarray(triples, np.int64)
-    asks_from = np.concatenate([triples[:, 2], triples[:, 0]])  # a head query asks from its tail
-    from_hub = near.shares[asks_from] == 0
+    from_hub = queries_from_hub(near, triples)
     if min(from_hub.sum(), (~from_hub).sum()) < MIN_ROUTED_QUERIES:
         return None
     reached = {pair: float(rr[~from_hub].mean()) for pair, rr in reciprocal.items()}
