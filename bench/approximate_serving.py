@@ -3,9 +3,9 @@
 Asks one split's queries, tails and heads (``(h, r, ?)`` and ``(?, r, t)`` of each triple), of an
 export made with ``--cells`` (and ``--filter-known``):
 
-* **recall@k** at each ``--probes`` and ``--slacks``: the share of the exact signature's top k
+* **recall@k** at each ``--probes``, ``--slacks`` and ``--count-slacks``: the share of the exact signature's top k
   (``predict_tail``/``predict_head``: every entity, the slot counts included when the model ranks
-  with them) that the approximate one returns. Tune probe and slack on ``--split valid``.
+  with them) that the approximate one returns. Tune probe and slacks on ``--split valid``.
 * **MRR through the export** (``--mrr``): each answer ranked in the signature's top ``--mrr-k``
   list, the split's other known answers removed (the export leaves out training facts): fully
   filtered, 0 beyond the list. Exact and approximate alike; the exact one checks the export
@@ -17,13 +17,14 @@ export made with ``--cells`` (and ``--filter-known``):
 Pin it to one core (``taskset -c N``) for one core's figures.
 
     python bench/approximate_serving.py --export EXPORT/1 --data-dir /work/data/replicated/K137 \\
-        --split valid --queries 500 --probes 40,80,160 --slacks 0.25,0.5,1
+        --split valid --queries 500 --probes 40,80,160 --slacks 0.25,0.5,1 --count-slacks 0.5,1
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -45,6 +46,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500, help="triples of the split asked (0: all)")
     parser.add_argument("--probes", default="40,80,160")
     parser.add_argument("--slacks", default="", help="cell slacks swept (comma-separated; default: the export's)")
+    parser.add_argument(
+        "--count-slacks", default="", help="count slacks swept, for an export serving the counts (default: its own)"
+    )
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--batch", type=int, default=50, help="queries per request for recall and MRR")
     parser.add_argument("--mrr", action="store_true", help="also the MRR through the exact and approximate signatures")
@@ -60,6 +64,7 @@ def main() -> None:
     triples = _triples(Path(args.data_dir) / f"{args.split}.txt", args.queries)
     probes = [int(p) for p in args.probes.split(",")]
     slacks = [float(s) for s in args.slacks.split(",") if s] or [float(loaded.cells.slack.numpy())]
+    count_slacks = _count_slacks(loaded, args.count_slacks, parser)
     asker = Asker(loaded, triples, args.batch, tuple(args.timed_sides.split(",")))
     depth = max(args.k, args.mrr_k if args.mrr else 0)
     exact = {side: asker.lists(side, depth) for side in SIDES}
@@ -73,21 +78,20 @@ def main() -> None:
         "recall": {},
         "timed_sides": asker.timed_sides,
     }
-    for slack in slacks:
-        loaded.cells.slack.assign(slack)
-        for probe in probes:
-            found = {side: asker.lists(side, depth, probe) for side in SIDES}
-            entry = {side: _recall(found[side], exact[side], args.k) for side in SIDES}
-            entry["both"] = round((entry["tail"] + entry["head"]) / 2, 4)
-            if args.mrr:
-                entry["mrr"] = _mrr(found, triples, Path(args.data_dir))
-            record["recall"][f"slack {slack}, probe {probe}"] = entry
+    for slack, count_slack, probe in itertools.product(slacks, count_slacks, probes):
+        _set_slacks(loaded, slack, count_slack)
+        found = {side: asker.lists(side, depth, probe) for side in SIDES}
+        entry = {side: _recall(found[side], exact[side], args.k) for side in SIDES}
+        entry["both"] = round((entry["tail"] + entry["head"]) / 2, 4)
+        if args.mrr:
+            entry["mrr"] = _mrr(found, triples, Path(args.data_dir))
+        record["recall"][_setting(slack, count_slack, probe)] = entry
     if args.mrr:
         record["mrr_exact"] = _mrr(exact, triples, Path(args.data_dir))
         record["mrr_k"] = args.mrr_k
-    loaded.cells.slack.assign(slacks[0])
+    _set_slacks(loaded, slacks[0], count_slacks[0])
     record["latency"] = {
-        f"slack {slacks[0]}, probe {probes[0]}": asker.latency(probes[0], args.timed),
+        _setting(slacks[0], count_slacks[0], probes[0]): asker.latency(probes[0], args.timed),
         "exact": asker.latency(None, min(args.timed, 50)),
     }
     record["clients"] = {"clients": args.clients, **asker.throughput(probes[0], args.clients, args.timed)}
@@ -143,6 +147,28 @@ class Asker:
             list(pool.map(ask, work))
             seconds = time.perf_counter() - started
         return {"queries": len(work), "seconds": round(seconds, 2), "queries_per_second": round(len(work) / seconds, 1)}
+
+
+def _count_slacks(loaded, given: str, parser) -> list[float | None]:
+    """The count slacks to sweep: ``given``, or the export's own; ``[None]`` without served counts."""
+    cells = getattr(loaded, "slot_cells", None)
+    if cells is None or not hasattr(cells, "slack"):
+        if given:
+            parser.error("--count-slacks: this export serves no slot counts (or predates the count slack)")
+        return [None]
+    return [float(s) for s in given.split(",") if s] or [float(cells.slack.numpy())]
+
+
+def _set_slacks(loaded, slack: float, count_slack: float | None) -> None:
+    loaded.cells.slack.assign(slack)
+    if count_slack is not None:
+        loaded.slot_cells.slack.assign(count_slack)
+
+
+def _setting(slack: float, count_slack: float | None, probe: int) -> str:
+    """A record's key: ``slack S, probe P``, with ``count slack C`` between when the export has one."""
+    counts = "" if count_slack is None else f"count slack {count_slack}, "
+    return f"slack {slack}, {counts}probe {probe}"
 
 
 def _triples(path: Path, count: int) -> list[tuple[str, str, str]]:

@@ -16,6 +16,7 @@ from references import slot_log_counts_by_loop
 from jobi_tf.config import ExportConfig
 from jobi_tf.data.vocab import Vocab
 from jobi_tf.export.approximate import ApproximateScorerModule
+from jobi_tf.export.cells import COUNT_SLACK
 from jobi_tf.export.savedmodel import export_saved_model
 from jobi_tf.models import JoBiModel
 
@@ -137,11 +138,22 @@ def test_the_frequent_lists_and_cell_bounds_equal_numpy(exported):
         assert len(members) > 2  # the rest is not empty: the bound is tested
 
 
-@pytest.mark.parametrize("probe", [1, 2])
-def test_an_approximate_query_equals_a_numpy_reference(exported, probe):
-    """The probed cells (centroid score, slack and ``W`` times the cell's bound), their rows and
-    the slot's frequent entities, each scored exactly with the counts, known facts left out."""
+@pytest.mark.parametrize("probe, count_slack", [(1, None), (2, None), (1, 1.0), (2, 0.1)])
+def test_an_approximate_query_equals_a_numpy_reference(exported, probe, count_slack):
+    """The probed cells (centroid score, slack and the count slack x ``W`` x the cell's bound),
+    their rows and the slot's frequent entities, each scored exactly with the counts, known facts
+    left out. ``count_slack``: the export's own (None), or another assigned, as a study sweeps it."""
     train, _, entities, relations, loaded, path = exported()
+    assert float(loaded.slot_cells.slack.numpy()) == COUNT_SLACK
+    if count_slack is not None:
+        loaded.slot_cells.slack.assign(count_slack)
+    try:
+        _check_approximate_queries(train, entities, relations, loaded, path, probe)
+    finally:
+        loaded.slot_cells.slack.assign(COUNT_SLACK)
+
+
+def _check_approximate_queries(train, entities, relations, loaded, path, probe) -> None:
     new_id = _numbering(path, entities)
     lc = np.zeros((2 * R, E))
     lc[:, new_id] = _counts(train)
@@ -162,7 +174,8 @@ def test_an_approximate_query_equals_a_numpy_reference(exported, probe):
         re = hn[:d] * rel[:d] - hn[d:] * rel[d:]
         im = hn[:d] * rel[d:] + hn[d:] * rel[:d]
         q = np.concatenate([re, im])
-        probe_scores = centroids @ q + slack * np.linalg.norm(q) * radius + W * slot_cells.bound.numpy()[r]
+        bonus = float(slot_cells.slack.numpy()) * W * slot_cells.bound.numpy()[r]
+        probe_scores = centroids @ q + slack * np.linalg.norm(q) * radius + bonus
         chosen = np.sort(np.argsort(-probe_scores, kind="stable")[:probe])
         candidates = set(np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in chosen]).tolist())
         candidates |= set(frequent_ids[starts[r] : starts[r + 1]].tolist())

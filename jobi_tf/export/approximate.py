@@ -160,7 +160,8 @@ class ApproximateScorerModule(TripleScorerModule):
         one query: scored from the bfloat16 copy when there is one, with the counts, known facts out."""
         bonus = None
         if self.slot_cells is not None:
-            bonus = slot.weight * tf.gather(self.slot_cells.bound.value(), slot.slot)[None]
+            bound = self.slot_cells.slack.value() * tf.gather(self.slot_cells.bound.value(), slot.slot)
+            bonus = slot.weight * bound[None]
         chosen = self.cells.probe(query[None, :], probe, bonus)[0]  # [P], in id order
         offsets = self.cells.offsets.value()
         starts, ends = tf.gather(offsets, chosen), tf.gather(offsets, chosen + 1)  # each cell's ids

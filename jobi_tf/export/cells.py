@@ -27,6 +27,7 @@ __all__ = [
     "default_cells",
     "cell_order",
     "SLACK",
+    "COUNT_SLACK",
     "FREQUENT",
 ]
 
@@ -129,7 +130,8 @@ class CellIndex(tf.Module):
         """int32 ``[B, P]``: each query's ``probe`` cells with the highest probe scores, in id order.
 
         A cell's probe score is ``<q, centroid> + SLACK * |q| * radius``, plus ``bonus [B, C]``
-        when given: the most the slot counts add to any row of the cell (`SlotCells`). Why not the centroid's
+        when given: the slot counts' part, `COUNT_SLACK` of the most they add to a row of the cell
+        (`SlotCells`). Why not the centroid's
         score alone: the best score is an inner product, not a distance, and a wide cell can hold
         a row far better than its centroid (with ``SLACK = 1`` the score is the bound
         ``<q, x> <= <q, c> + |q| |x - c|``, loose in high dimension). At 1.85M entities, dim
@@ -157,6 +159,13 @@ class CellIndex(tf.Module):
 #: Each slot's most frequent entities an approximate query always scores (`SlotCells`).
 FREQUENT = 64
 
+#: How much of a cell's count bound (``w`` x its rows' largest log count) its probe score adds, as
+#: `SLACK` takes part of the radius: the row with the largest count is seldom the row the query
+#: scores best, and the full bound lets cells that hold one frequent row crowd out the cells of the
+#: answers. 0.5, chosen on validation queries at 1.85M entities (docs/serving.md): head queries
+#: asked from a hub, whose counts weigh most, lost a tenth of their top 10 with the full bound.
+COUNT_SLACK = 0.5
+
 
 class SlotCells(tf.Module):
     """What the slot counts (`jobi_tf.models.slot_prior`) add to an approximate query, cell by cell.
@@ -167,8 +176,9 @@ class SlotCells(tf.Module):
 
     * each slot's `FREQUENT` most frequent entities (its hubs), always scored, wherever their rows lie;
     * for every other entity, the largest log count of a cell's rows in each slot (``bound [2R, C]``),
-      which ``w`` times joins the cell's probe score: the bound ``<q, x> <= <q, c> + |q| |x - c|``
-      with the counts added stays a bound (`CellIndex.probe`).
+      which ``slack`` x ``w`` times joins the cell's probe score (`COUNT_SLACK`; with ``slack`` 1
+      the bound ``<q, x> <= <q, c> + |q| |x - c|`` with the counts added stays a bound,
+      `CellIndex.probe`).
 
     Args:
         keys, values: the sparse counts (`jobi_tf.models.slot_prior.slot_counts`: sorted keys
@@ -207,6 +217,7 @@ class SlotCells(tf.Module):
             firsts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
             bound[group[firsts]] = np.maximum.reduceat(values[rest], firsts)
         self.bound = tf.Variable(bound.reshape(slots, cells), trainable=False, name="bound")
+        self.slack = tf.Variable(COUNT_SLACK, trainable=False, name="slack")  # a variable: a study may sweep it
         # Where each (slot, cell)'s run of keys begins: two reads a probed cell, not two searches of 10^7 keys.
         runs = np.searchsorted(keys, np.arange(slots)[:, None] * e + cell_offsets(cell, cells)[None, :])
         self.run_starts = tf.Variable(runs.astype(np.int64), trainable=False, name="run_starts")  # [2R, C + 1]
