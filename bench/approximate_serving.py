@@ -78,11 +78,19 @@ def main() -> None:
         "recall": {},
         "timed_sides": asker.timed_sides,
     }
+    from_hub = _asked_from_hub(loaded, Path(args.export), triples)
+    if from_hub is not None:
+        record["queries_from_hub"] = {side: int(sum(from_hub[side])) for side in SIDES}
     for slack, count_slack, probe in itertools.product(slacks, count_slacks, probes):
         _set_slacks(loaded, slack, count_slack)
         found = {side: asker.lists(side, depth, probe) for side in SIDES}
         entry = {side: _recall(found[side], exact[side], args.k) for side in SIDES}
         entry["both"] = round((entry["tail"] + entry["head"]) / 2, 4)
+        for side in SIDES if from_hub is not None else ():
+            for group, flag in (("from_hub", True), ("reached", False)):
+                kept = [i for i, hub in enumerate(from_hub[side]) if hub == flag]
+                found_kept, exact_kept = [found[side][i] for i in kept], [exact[side][i] for i in kept]
+                entry[f"{side}_{group}"] = _recall(found_kept, exact_kept, args.k) if kept else None
         if args.mrr:
             entry["mrr"] = _mrr(found, triples, Path(args.data_dir))
         record["recall"][_setting(slack, count_slack, probe)] = entry
@@ -147,6 +155,18 @@ class Asker:
             list(pool.map(ask, work))
             seconds = time.perf_counter() - started
         return {"queries": len(work), "seconds": round(seconds, 2), "queries_per_second": round(len(work) / seconds, 1)}
+
+
+def _asked_from_hub(loaded, export: Path, triples) -> dict[str, list[bool]] | None:
+    """Each query's group, for an export whose counts have a second weight for the queries asked
+    from a hub (`jobi_tf.models.hub_route`): ``{side: [bool]}``, the given entity's flag; else None."""
+    prior = getattr(loaded, "slot_prior", None)
+    if prior is None or getattr(prior, "from_hub", None) is None:
+        return None
+    flags = prior.from_hub.numpy()
+    names = (export / "assets" / "entities.txt").read_text(encoding="utf-8").splitlines()
+    asks = dict(zip(names, flags.tolist(), strict=True))  # (a name the export lacks: no answers, not counted)
+    return {"tail": [asks.get(h, False) for h, _, _ in triples], "head": [asks.get(t, False) for _, _, t in triples]}
 
 
 def _count_slacks(loaded, given: str, parser) -> list[float | None]:
