@@ -50,7 +50,8 @@ class LoopState:
         best_epoch: the epoch of ``best``.
         wait: validations since ``best`` improved (early stopping at ``--patience``).
         history: one entry per validation: its metrics and the epoch's logs.
-        train_seconds: training seconds over every session of the run.
+        train_seconds: wall seconds of training over every session of the run, per-epoch
+            validations included (bench/accuracy_per_hour.py's points leave them out).
         best_valid: the validation metrics of ``best`` (None before the first validation).
         warm_start: what ``--init-from`` carried over (None without it).
         final_weights_sha256: multi-worker runs: the digest every worker must agree on.
