@@ -63,7 +63,8 @@ def test_recall_exactly_at_the_goal_meets_it(side):
 
 
 def _records(tmp_path, served_recall: dict | None):
-    """The four records `served_approximate` reads, written as files; returns its arguments."""
+    """The records `served_approximate` reads (the 10-deep one when ``served_recall`` is given),
+    written as files; returns its arguments."""
     setting = "slack 0.25, count slack 0.5, probe 200"
     files = {
         "mrr": {"recall": {setting: {"tail": 0.9963, "head": 0.9539, "both": 0.9751, "mrr": 0.2122}}, "mrr_k": 1000},
